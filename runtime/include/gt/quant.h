@@ -1,0 +1,62 @@
+/* quant.h: tensor element types and their block formats.
+ *
+ * Type ids are GGML's, so a gt_type is what a GGUF file stores. Quantized
+ * types are bit-compatible with GGML's block layouts:
+ *   Q8_0: 32 elements = f16 scale d, int8 q[32];             x = d*q
+ *   Q4_0: 32 elements = f16 d, 16 bytes of nibbles;          x = d*(q-8)
+ *   Q4_1: 32 elements = f16 d, f16 m, 16 bytes of nibbles;   x = d*q + m
+ * Nibble order: byte j holds element j (low nibble) and j+16 (high nibble). */
+#ifndef GT_QUANT_H
+#define GT_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum gt_type {
+    GT_TYPE_F32 = 0,
+    GT_TYPE_F16 = 1,
+    GT_TYPE_Q4_0 = 2,
+    GT_TYPE_Q4_1 = 3,
+    GT_TYPE_Q8_0 = 8,
+    GT_TYPE_I32 = 26,
+    GT_TYPE_BF16 = 30,
+    GT_TYPE_COUNT = 40 /* upper bound on GGML ids we might see */
+} gt_type;
+
+#define GT_QK8_0 32
+#define GT_QK4_0 32
+#define GT_QK4_1 32
+
+typedef struct { uint16_t d; int8_t qs[GT_QK8_0]; } gt_block_q8_0;
+typedef struct { uint16_t d; uint8_t qs[GT_QK4_0 / 2]; } gt_block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[GT_QK4_1 / 2]; } gt_block_q4_1;
+
+typedef struct gt_type_traits {
+    const char *name;   /* "f32", "q8_0", ... (lower case, as on the CLI) */
+    int block_size;     /* elements per block (1 for plain types) */
+    size_t block_bytes; /* bytes per block */
+    bool quantized;
+} gt_type_traits;
+
+/* NULL for ids this runtime does not know (the GGUF reader rejects those). */
+const gt_type_traits *gt_type_info(int type);
+const char *gt_type_name(int type); /* "unknown" for unknown ids */
+/* Case-insensitive ("Q8_0", "q8_0"); returns 0 and sets *out, or -1. */
+int gt_type_from_name(const char *name, gt_type *out);
+
+/* Bytes for n elements of type; n must be a multiple of the block size.
+ * Returns 0 for an unknown type or a bad n. */
+size_t gt_row_size(gt_type type, int64_t n);
+
+/* Row conversions; n is a multiple of the type's block size. */
+void gt_dequantize_row(gt_type type, const void *src, float *dst, int64_t n);
+void gt_quantize_row(gt_type type, const float *src, void *dst, int64_t n);
+
+/* Scalar conversions (round to nearest even, as GGML does). */
+float gt_f16_to_f32(uint16_t h);
+uint16_t gt_f32_to_f16(float f);
+float gt_bf16_to_f32(uint16_t h);
+uint16_t gt_f32_to_bf16(float f);
+
+#endif

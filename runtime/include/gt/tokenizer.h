@@ -1,0 +1,54 @@
+/* tokenizer.h: text <-> token ids, built from GGUF metadata.
+ *
+ * Two models, chosen by tokenizer.ggml.model:
+ *   "llama": SentencePiece-style. Spaces become U+2581, a space is prepended
+ *            (tokenizer.ggml.add_space_prefix, default true), pieces are merged
+ *            by best score, and bytes with no piece fall back to <0xNN> tokens.
+ *   "gpt2":  byte-level BPE with tokenizer.ggml.merges and the pre-tokenizer
+ *            named by tokenizer.ggml.pre (gpt2 default; smollm splits digits).
+ * Special tokens (token_type CONTROL) are never produced from plain text. */
+#ifndef GT_TOKENIZER_H
+#define GT_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt/error.h"
+#include "gt/gguf.h"
+
+typedef struct gt_tokenizer gt_tokenizer;
+
+typedef enum gt_tokenizer_kind { GT_TOK_LLAMA, GT_TOK_GPT2 } gt_tokenizer_kind;
+
+int gt_tokenizer_from_gguf(const gt_gguf *g, gt_tokenizer **out, gt_err *err);
+void gt_tokenizer_free(gt_tokenizer *t);
+
+gt_tokenizer_kind gt_tokenizer_kind_of(const gt_tokenizer *t);
+int32_t gt_tokenizer_n_vocab(const gt_tokenizer *t);
+int32_t gt_tokenizer_bos(const gt_tokenizer *t); /* -1 when none */
+int32_t gt_tokenizer_eos(const gt_tokenizer *t); /* -1 when none */
+/* tokenizer.ggml.add_bos_token; default true for llama, false for gpt2. */
+bool gt_tokenizer_adds_bos(const gt_tokenizer *t);
+
+/* Encodes len bytes of text. Writes at most max ids to out and returns how
+ * many the full encoding has (so a caller can retry with a larger buffer),
+ * or -1 with err filled (e.g. invalid arguments). BOS is prepended when
+ * add_bos is true and the vocabulary has one. */
+int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
+                int32_t *out, int max, gt_err *err);
+
+/* The vocabulary's piece for id, as stored (e.g. "\xe2\x96\x81the", "Ġthe"). */
+const char *gt_token_piece(const gt_tokenizer *t, int32_t id);
+
+/* The bytes token id stands for in decoded text (spaces restored, byte
+ * tokens turned into their byte, control tokens empty). Writes at most cap
+ * bytes, returns the full length. A streaming caller just concatenates. */
+int gt_token_to_bytes(const gt_tokenizer *t, int32_t id, char *out, size_t cap);
+
+/* Decodes n ids to text (NUL-terminated when cap > 0). For llama, the space
+ * added as prefix by encoding is removed from the first token, so that
+ * decode(encode(s)) == s. Returns the full length. */
+int gt_detokenize(const gt_tokenizer *t, const int32_t *ids, int n, char *out, size_t cap);
+
+#endif
