@@ -1,0 +1,37 @@
+/* synth.h: synthetic llama-architecture models, written as GGUF.
+ *
+ * A synthetic model has a real model's shape, metadata and tokenizer but
+ * seeded random weights, so tests and CI have artifacts of any size and any
+ * quantization without downloading anything. The same (preset, seed, type)
+ * gives the same file bytes on every machine: weights come from our own
+ * splitmix64 stream per tensor, turned into floats with exact integer
+ * arithmetic and one correctly rounded multiply. */
+#ifndef GT_SYNTH_H
+#define GT_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gt/error.h"
+#include "gt/quant.h"
+
+typedef struct gt_synth_shape {
+    const char *name; /* preset name: "tiny", "smollm2-135m" */
+    int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    float rope_base, rms_eps;
+    bool tied_output; /* no output.weight: token_embd doubles as the output */
+} gt_synth_shape;
+
+/* The preset called name, or NULL. */
+const gt_synth_shape *gt_synth_preset(const char *name);
+/* Presets by index for listing; NULL past the last. */
+const gt_synth_shape *gt_synth_preset_at(int i);
+
+/* Writes the model to path (atomically, through the GGUF writer). type is
+ * the type of every 2-D weight matrix (f32, f16, bf16, q8_0, q4_0, q4_1);
+ * norm weights are always f32. The preset and seed are recorded as
+ * "gauntlet.synth.preset" (string) and "gauntlet.synth.seed" (uint64). */
+int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type type,
+                   gt_err *err);
+
+#endif
