@@ -1,0 +1,235 @@
+/* cmd_quantize.c: `gauntlet quantize IN OUT TYPE`: make a model's quant
+ * variant from a source artifact, the way llama-quantize does without an
+ * importance matrix.
+ *
+ * Which tensors convert: weight matrices (2 or more dimensions) whose row
+ * length is a multiple of TYPE's block, token_embd.weight included (as
+ * llama.cpp does for Q8_0/Q4_x). Norm weights (*_norm.weight), 1-D tensors
+ * and matrices with odd rows become f32, the precision the runtime computes
+ * norms in and the only type every one of them fits. A tensor whose type we
+ * cannot dequantize (e.g. a k-quant or an integer tensor) is copied
+ * byte for byte. Every tensor that does not get TYPE is listed on stderr with
+ * the reason, then a summary.
+ *
+ * Conversion goes through f32 one row at a time (dequantize, then the
+ * reference quantizer), so the result is bit-identical to quantizing the f32
+ * weights directly. A tensor already in the type it would get is copied
+ * (re-quantizing would give the same bytes anyway, see test_quant). All
+ * metadata is copied, general.file_type is set for TYPE, and split.* keys
+ * are dropped because the output is always one file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "gt/gguf.h"
+#include "gt/quant.h"
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: gauntlet quantize [--quiet] IN OUT TYPE\n"
+               "  converts IN's weight matrices to TYPE (f32, f16, bf16, q8_0, q4_0, q4_1)\n"
+               "  and writes OUT (one file, even when IN is split). Norms, 1-D tensors and\n"
+               "  rows that are not a multiple of TYPE's block become f32; types with no\n"
+               "  converter are copied. Tensors that do not get TYPE are listed on stderr.\n"
+               "  --quiet  only print errors and the summary\n");
+}
+
+/* Types this verb converts from and to. */
+static bool convertible(gt_type t)
+{
+    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
+           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+}
+
+/* GGML's llama_ftype ids ("mostly TYPE"). */
+static uint32_t file_type_of(gt_type t)
+{
+    switch (t) {
+    case GT_TYPE_F16: return 1;
+    case GT_TYPE_Q4_0: return 2;
+    case GT_TYPE_Q4_1: return 3;
+    case GT_TYPE_Q8_0: return 7;
+    case GT_TYPE_BF16: return 32;
+    default: return 0; /* ALL_F32 */
+    }
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* What happens to one tensor: its output type, and why when it is not TYPE
+ * (NULL when it is). */
+static gt_type plan_tensor(const gt_gguf_tensor *t, gt_type want, const char **why)
+{
+    *why = NULL;
+    if (!convertible(t->type)) {
+        *why = "no converter for its type, copied";
+        return t->type;
+    }
+    if (ends_with(t->name, "_norm.weight")) {
+        *why = "norm weight";
+        return GT_TYPE_F32;
+    }
+    if (t->n_dims < 2 || t->n_elements == t->ne[0]) {
+        *why = "1-D";
+        return GT_TYPE_F32;
+    }
+    const gt_type_traits *tt = gt_type_info(want);
+    if (t->ne[0] % tt->block_size != 0) {
+        *why = "row length is not a multiple of the block size";
+        return GT_TYPE_F32;
+    }
+    return want;
+}
+
+typedef struct job {
+    void **bufs; /* converted tensor data, alive until the writer has written */
+    int64_t n_bufs;
+    float *row;
+} job;
+
+/* Converts t to type `to`; *data and *nbytes describe the result (into the
+ * source mmap when no conversion is needed). */
+static int convert(job *j, const gt_gguf_tensor *t, gt_type to, const void **data,
+                   size_t *nbytes)
+{
+    if (to == t->type) {
+        *data = t->data;
+        *nbytes = t->nbytes;
+        return 0;
+    }
+    const int64_t cols = t->ne[0], rows = t->n_elements / cols;
+    const size_t in_row = gt_row_size(t->type, cols), out_row = gt_row_size(to, cols);
+    uint8_t *out = malloc(out_row * (size_t)rows);
+    float *row = realloc(j->row, (size_t)cols * sizeof *row);
+    if (row)
+        j->row = row;
+    if (!out || !row) {
+        free(out);
+        return -1;
+    }
+    j->bufs[j->n_bufs++] = out;
+    const uint8_t *in = t->data;
+    for (int64_t r = 0; r < rows; r++) {
+        gt_dequantize_row(t->type, in + (size_t)r * in_row, row, cols);
+        gt_quantize_row(to, row, out + (size_t)r * out_row, cols);
+    }
+    *data = out;
+    *nbytes = out_row * (size_t)rows;
+    return 0;
+}
+
+static void progress(bool tty, int64_t i, int64_t n, const char *name)
+{
+    if (tty)
+        fprintf(stderr, "\r\033[K[%lld/%lld] %s", (long long)i + 1, (long long)n, name);
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    bool quiet = false;
+    static const struct option opts[] = {{"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'q': quiet = true; break;
+        case 'h': help(stdout); return GT_EXIT_OK;
+        default: help(stderr); return GT_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 3) {
+        fprintf(stderr, "gauntlet quantize: expected IN OUT TYPE\n");
+        help(stderr);
+        return GT_EXIT_USAGE;
+    }
+    const char *in = argv[optind], *outp = argv[optind + 1], *tname = argv[optind + 2];
+    gt_type want;
+    if (gt_type_from_name(tname, &want) != 0 || !convertible(want)) {
+        fprintf(stderr, "gauntlet quantize: TYPE must be one of f32, f16, bf16, q8_0, q4_0, "
+                        "q4_1, got '%s'\n", tname);
+        return GT_EXIT_USAGE;
+    }
+
+    gt_err err = {{0}};
+    gt_gguf *g = NULL;
+    if (gt_gguf_open(in, &g, &err) != 0) {
+        fprintf(stderr, "gauntlet quantize: %s\n", err.msg);
+        return GT_EXIT_USAGE;
+    }
+    const int64_t n_t = gt_gguf_n_tensors(g);
+    int rc = GT_EXIT_USAGE;
+    job j = {calloc((size_t)(n_t ? n_t : 1), sizeof(void *)), 0, NULL};
+    gt_gguf_writer *w = gt_gguf_writer_new();
+    if (!j.bufs || !w) {
+        fprintf(stderr, "gauntlet quantize: out of memory\n");
+        goto done;
+    }
+
+    for (int64_t i = 0; i < gt_gguf_n_kv(g); i++)
+        if (strncmp(gt_gguf_key(g, i), "split.", 6) != 0)
+            gt_gguf_writer_copy_kv(w, g, i);
+    gt_gguf_writer_set_u32(w, "general.file_type", file_type_of(want));
+    if (gt_type_info(want)->quantized)
+        gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
+
+    const bool tty = !quiet && isatty(STDERR_FILENO);
+    const double t0 = gt_now();
+    uint64_t before = 0, after = 0;
+    int64_t n_conv = 0, n_same = 0, n_kept = 0;
+    for (int64_t i = 0; i < n_t; i++) {
+        const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
+        const char *why;
+        gt_type to = plan_tensor(t, want, &why);
+        progress(tty, i, n_t, t->name);
+        const void *data;
+        size_t nbytes;
+        if (convert(&j, t, to, &data, &nbytes) != 0) {
+            fprintf(stderr, "%sgauntlet quantize: out of memory converting %s\n",
+                    tty ? "\n" : "", t->name);
+            goto done;
+        }
+        gt_gguf_writer_add_tensor(w, t->name, to, t->n_dims, t->ne, data, nbytes);
+        before += t->nbytes;
+        after += nbytes;
+        if (why && to != want) {
+            n_kept++;
+            if (!quiet)
+                fprintf(stderr, "%s%-28s %s -> %s: %s\n", tty ? "\r\033[K" : "", t->name,
+                        gt_type_name(t->type), gt_type_name(to), why);
+        } else if (to == t->type) {
+            n_same++;
+        } else {
+            n_conv++;
+        }
+    }
+    if (tty)
+        fprintf(stderr, "\r\033[Kwriting %s\n", outp);
+    if (gt_gguf_writer_write(w, outp, &err) != 0) {
+        fprintf(stderr, "gauntlet quantize: %s\n", err.msg);
+        goto done;
+    }
+    fprintf(stderr,
+            "quantize: %lld tensors converted to %s, %lld already %s, %lld kept as listed; "
+            "tensor data %.2f MiB -> %.2f MiB (%.1f s)\n",
+            (long long)n_conv, gt_type_name(want), (long long)n_same, gt_type_name(want),
+            (long long)n_kept, before / 1048576.0, after / 1048576.0, gt_now() - t0);
+    rc = GT_EXIT_OK;
+done:
+    gt_gguf_writer_free(w);
+    for (int64_t i = 0; i < j.n_bufs; i++)
+        free(j.bufs[i]);
+    free(j.bufs);
+    free(j.row);
+    gt_gguf_close(g);
+    return rc;
+}
