@@ -1,22 +1,27 @@
 /* cmd_quantize.c: `gauntlet quantize IN OUT TYPE`: make a model's quant
- * variant from a source artifact, the way llama-quantize does without an
- * importance matrix.
+ * variant from a source artifact, as llama-quantize does without an
+ * importance matrix, so that our variants and llama.cpp's agree tensor by
+ * tensor (tests compare against files llama.cpp wrote).
  *
- * Which tensors convert: weight matrices (2 or more dimensions) whose row
- * length is a multiple of TYPE's block, token_embd.weight included (as
- * llama.cpp does for Q8_0/Q4_x). Norm weights (*_norm.weight), 1-D tensors
- * and matrices with odd rows become f32, the precision the runtime computes
- * norms in and the only type every one of them fits. A tensor whose type we
- * cannot dequantize (e.g. a k-quant or an integer tensor) is copied
- * byte for byte. Every tensor that does not get TYPE is listed on stderr with
- * the reason, then a summary.
+ * Per-tensor types follow llama-quantize (and ../shared/models/
+ * llamacpp-quants/README.md): weight matrices (2+ dimensions) get TYPE,
+ * token_embd.weight included; norm weights and 1-D tensors become f32 (what
+ * the runtime computes norms in); a matrix whose row length is not a
+ * multiple of TYPE's block becomes f16, llama.cpp's fallback; for q4_0/q4_1
+ * the output projection (output.weight, or token_embd.weight when tied) is
+ * promoted to q8_0 (llama.cpp asks for Q6_K and falls back to Q8_0 when
+ * rows are not a multiple of 256; we have no Q6_K). --pure turns the
+ * promotion off. A tensor whose type we cannot dequantize (a k-quant, an
+ * integer tensor) is copied byte for byte. Every tensor that does not get
+ * TYPE is listed on stderr with the reason, then a summary.
  *
  * Conversion goes through f32 one row at a time (dequantize, then the
  * reference quantizer), so the result is bit-identical to quantizing the f32
  * weights directly. A tensor already in the type it would get is copied
  * (re-quantizing would give the same bytes anyway, see test_quant). All
- * metadata is copied, general.file_type is set for TYPE, and split.* keys
- * are dropped because the output is always one file. */
+ * metadata is copied, general.quantization_version and general.file_type are
+ * set as llama-quantize sets them, and split.* keys are dropped because the
+ * output is always one file. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +35,14 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet quantize [--quiet] IN OUT TYPE\n"
+    fprintf(f, "usage: gauntlet quantize [--pure] [--quiet] IN OUT TYPE\n"
                "  converts IN's weight matrices to TYPE (f32, f16, bf16, q8_0, q4_0, q4_1)\n"
-               "  and writes OUT (one file, even when IN is split). Norms, 1-D tensors and\n"
-               "  rows that are not a multiple of TYPE's block become f32; types with no\n"
-               "  converter are copied. Tensors that do not get TYPE are listed on stderr.\n"
+               "  and writes OUT (one file, even when IN is split), with llama-quantize's\n"
+               "  rules: norms and 1-D tensors become f32, matrices whose rows are not a\n"
+               "  multiple of TYPE's block f16, the output projection q8_0 when TYPE is\n"
+               "  q4_0/q4_1; types with no converter are copied. Tensors that do not get\n"
+               "  TYPE are listed on stderr with the reason.\n"
+               "  --pure   give the output projection TYPE too\n"
                "  --quiet  only print errors and the summary\n");
 }
 
@@ -65,8 +73,10 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 /* What happens to one tensor: its output type, and why when it is not TYPE
- * (NULL when it is). */
-static gt_type plan_tensor(const gt_gguf_tensor *t, gt_type want, const char **why)
+ * (NULL when it is). is_output: this is the output projection (output.weight,
+ * or token_embd.weight when the embeddings are tied). */
+static gt_type plan_tensor(const gt_gguf_tensor *t, gt_type want, bool is_output, bool pure,
+                           const char **why)
 {
     *why = NULL;
     if (!convertible(t->type)) {
@@ -83,8 +93,14 @@ static gt_type plan_tensor(const gt_gguf_tensor *t, gt_type want, const char **w
     }
     const gt_type_traits *tt = gt_type_info(want);
     if (t->ne[0] % tt->block_size != 0) {
-        *why = "row length is not a multiple of the block size";
-        return GT_TYPE_F32;
+        *why = "row length is not a multiple of the block size (f16, as llama.cpp)";
+        return GT_TYPE_F16;
+    }
+    if (is_output && !pure && (want == GT_TYPE_Q4_0 || want == GT_TYPE_Q4_1)) {
+        /* llama.cpp asks for Q6_K here and takes Q8_0 when rows are not a
+         * multiple of 256; we have no Q6_K, so always Q8_0. */
+        *why = "output projection, kept at q8_0 as llama.cpp does (--pure: no)";
+        return GT_TYPE_Q8_0;
     }
     return want;
 }
@@ -134,8 +150,9 @@ static void progress(bool tty, int64_t i, int64_t n, const char *name)
 
 int cmd_quantize(int argc, char **argv)
 {
-    bool quiet = false;
+    bool quiet = false, pure = false;
     static const struct option opts[] = {{"quiet", no_argument, 0, 'q'},
+                                         {"pure", no_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -143,6 +160,7 @@ int cmd_quantize(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
         switch (c) {
         case 'q': quiet = true; break;
+        case 'P': pure = true; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -178,10 +196,12 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < gt_gguf_n_kv(g); i++)
         if (strncmp(gt_gguf_key(g, i), "split.", 6) != 0)
             gt_gguf_writer_copy_kv(w, g, i);
+    /* As llama-quantize: both keys, whatever TYPE, in this order, so new keys
+     * land where its files have them. */
+    gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
     gt_gguf_writer_set_u32(w, "general.file_type", file_type_of(want));
-    if (gt_type_info(want)->quantized)
-        gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
 
+    const bool tied = gt_gguf_find_tensor(g, "output.weight") == NULL;
     const bool tty = !quiet && isatty(STDERR_FILENO);
     const double t0 = gt_now();
     uint64_t before = 0, after = 0;
@@ -189,7 +209,9 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < n_t; i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
         const char *why;
-        gt_type to = plan_tensor(t, want, &why);
+        const bool is_output = strcmp(t->name, "output.weight") == 0 ||
+                               (tied && strcmp(t->name, "token_embd.weight") == 0);
+        gt_type to = plan_tensor(t, want, is_output, pure, &why);
         progress(tty, i, n_t, t->name);
         const void *data;
         size_t nbytes;

@@ -2,13 +2,18 @@
  * runtime can trust: deterministic bytes, llama.cpp's metadata keys and
  * tensor names with the right shapes, weights at the promised scale, a
  * vocabulary the SentencePiece tokenizer can use, and quantized variants
- * that are exactly the reference quantization of the f32 weights. */
+ * that are exactly the reference quantization of the f32 weights.
+ *
+ * The second test case drives the `gauntlet quantize` verb (the built
+ * binary) and holds it to files written by llama.cpp's quantizer: every
+ * tensor must come out with the same type and the same bytes. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gt/gguf.h"
@@ -324,6 +329,132 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- gauntlet quantize, against llama.cpp's files ------------------------ */
+
+static const char *gauntlet_bin(void)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/gauntlet", GT_BINARY_DIR);
+    return access(path, X_OK) == 0 ? path : NULL;
+}
+
+/* Runs the gauntlet binary with args (no shell quoting needed for our
+ * paths); returns its exit code. */
+static int run_gauntlet(const char *args)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", gauntlet_bin(), args);
+    int st = system(cmd);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
+    return WEXITSTATUS(st);
+}
+
+/* Tensor by tensor (names, not order: llama.cpp reorders them). */
+static void assert_same_tensors(const char *want_path, const char *got_path)
+{
+    gt_gguf *a = open_ok(want_path), *b = open_ok(got_path);
+    ck_assert_int_eq(gt_gguf_n_tensors(a), gt_gguf_n_tensors(b));
+    for (int64_t i = 0; i < gt_gguf_n_tensors(a); i++) {
+        const gt_gguf_tensor *x = gt_gguf_tensor_at(a, i);
+        const gt_gguf_tensor *y = gt_gguf_find_tensor(b, x->name);
+        ck_assert_msg(y != NULL, "%s: %s missing", got_path, x->name);
+        ck_assert_msg(x->type == y->type, "%s: %s is %s, llama.cpp has %s", got_path, x->name,
+                      gt_type_name(y->type), gt_type_name(x->type));
+        for (int d = 0; d < GT_GGUF_MAX_DIMS; d++)
+            ck_assert_int_eq(x->ne[d], y->ne[d]);
+        ck_assert_uint_eq(x->nbytes, y->nbytes);
+        ck_assert_msg(memcmp(x->data, y->data, x->nbytes) == 0, "%s: %s bytes differ",
+                      got_path, x->name);
+    }
+    ck_assert_int_eq(gt_gguf_get_int(b, "general.file_type", -1),
+                     gt_gguf_get_int(a, "general.file_type", -2));
+    ck_assert_int_eq(gt_gguf_get_int(b, "general.quantization_version", -1), 2);
+    ck_assert_int_eq(gt_gguf_n_kv(b), gt_gguf_n_kv(a));
+    gt_gguf_close(a);
+    gt_gguf_close(b);
+}
+
+START_TEST(test_quantize_matches_llamacpp)
+{
+    const char *src = gt_test_model("stories260K.gguf");
+    if (!gauntlet_bin() || !src) {
+        printf("SKIP quantize vs llama.cpp: %s\n", src ? "gauntlet not built" : "no model");
+        return;
+    }
+    const char *types[] = {"f16", "q8_0", "q4_0", "q4_1"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char rel[128], out[64], args[8192];
+        snprintf(rel, sizeof rel, "llamacpp-quants/stories260K-%s.gguf", types[i]);
+        const char *want = gt_test_model(rel);
+        ck_assert_msg(want != NULL, "%s missing", rel);
+        snprintf(out, sizeof out, "st-%s.gguf", types[i]);
+        const char *got = gt_test_tmp(out);
+        snprintf(args, sizeof args, "quantize --quiet %s %s %s", src, got, types[i]);
+        ck_assert_int_eq(run_gauntlet(args), 0);
+        assert_same_tensors(want, got);
+    }
+}
+END_TEST
+
+START_TEST(test_quantize_cli)
+{
+    if (!gauntlet_bin()) {
+        printf("SKIP quantize verb: gauntlet not built\n");
+        return;
+    }
+    /* synth f32 + quantize --pure T is byte for byte synth --type T (synth
+     * gives every matrix T; without --pure, quantize keeps the output
+     * projection at q8_0 for q4_x). */
+    const char *f32 = synth("cli-f32.gguf", "tiny", 3, GT_TYPE_F32);
+    const char *direct = synth("cli-q41.gguf", "tiny", 3, GT_TYPE_Q4_1);
+    const char *via = gt_test_tmp("cli-via.gguf");
+    char args[8192];
+    snprintf(args, sizeof args, "quantize --quiet --pure %s %s q4_1", f32, via);
+    ck_assert_int_eq(run_gauntlet(args), 0);
+    size_t na, nb;
+    void *a = read_all(direct, &na), *b = read_all(via, &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_int_eq(memcmp(a, b, na), 0);
+    free(a);
+    free(b);
+
+    /* Back to f32: matrices become the dequantized values. */
+    const char *back = gt_test_tmp("cli-back.gguf");
+    snprintf(args, sizeof args, "quantize --quiet %s %s F32", via, back);
+    ck_assert_int_eq(run_gauntlet(args), 0);
+    gt_gguf *q = open_ok(via), *f = open_ok(back);
+    const gt_gguf_tensor *tq = gt_gguf_find_tensor(q, "blk.0.ffn_down.weight");
+    const gt_gguf_tensor *tf = gt_gguf_find_tensor(f, "blk.0.ffn_down.weight");
+    ck_assert_int_eq(tf->type, GT_TYPE_F32);
+    float *row = malloc(sizeof(float) * (size_t)tq->ne[0]);
+    ck_assert_ptr_nonnull(row);
+    gt_dequantize_row(GT_TYPE_Q4_1, tq->data, row, tq->ne[0]);
+    ck_assert_mem_eq(row, tf->data, sizeof(float) * (size_t)tq->ne[0]);
+    free(row);
+    ck_assert_int_eq(gt_gguf_get_int(f, "general.file_type", -1), 0);
+    gt_gguf_close(q);
+    gt_gguf_close(f);
+
+    /* Usage and input errors exit 2 and write nothing. */
+    ck_assert_int_eq(run_gauntlet("quantize"), 2);
+    snprintf(args, sizeof args, "quantize %s %s q6_k", f32, gt_test_tmp("no1.gguf"));
+    ck_assert_int_eq(run_gauntlet(args), 2);
+    snprintf(args, sizeof args, "quantize /nonexistent.gguf %s q8_0", gt_test_tmp("no2.gguf"));
+    ck_assert_int_eq(run_gauntlet(args), 2);
+    const char *junk = gt_test_tmp("junk.gguf");
+    gt_test_write_file(junk, "GGUF\3\0\0\0garbage", 16);
+    snprintf(args, sizeof args, "quantize %s %s q8_0", junk, gt_test_tmp("no3.gguf"));
+    ck_assert_int_eq(run_gauntlet(args), 2);
+    ck_assert_int_eq(access(gt_test_tmp("no1.gguf"), F_OK), -1);
+    ck_assert_int_eq(access(gt_test_tmp("no3.gguf"), F_OK), -1);
+    ck_assert_int_eq(run_gauntlet("quantize --help"), 0);
+    ck_assert_int_eq(run_gauntlet("synth --help"), 0);
+    ck_assert_int_eq(run_gauntlet("synth"), 2);
+    snprintf(args, sizeof args, "synth %s --type q6_k", gt_test_tmp("no4.gguf"));
+    ck_assert_int_eq(run_gauntlet(args), 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("synth");
@@ -336,5 +467,10 @@ int main(void)
     tcase_add_test(tc, test_smollm2_shape);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("quantize");
+    tcase_set_timeout(cli, 300);
+    tcase_add_test(cli, test_quantize_matches_llamacpp);
+    tcase_add_test(cli, test_quantize_cli);
+    suite_add_tcase(s, cli);
     return gt_test_run(s);
 }

@@ -369,7 +369,6 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
 {
     char name[64];
     snprintf(name, sizeof name, "synth-%s", m->name);
-    const gt_type_traits *tt = gt_type_info(type);
     gt_gguf_writer_set_str(w, "general.architecture", "llama");
     gt_gguf_writer_set_str(w, "general.name", name);
     gt_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
@@ -395,10 +394,9 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
     gt_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     gt_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
     gt_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", true);
-    /* Last, where `gauntlet quantize` appends it, so that synth --type T and
-     * synth followed by quantize T give identical files. */
-    if (tt && tt->quantized)
-        gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    /* Last, where `gauntlet quantize` appends it to files that lack it, so
+     * that synth --type T and synth + quantize T give identical files. */
+    gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
 }
 
 int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type type,
