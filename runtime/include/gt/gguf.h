@@ -71,6 +71,9 @@ bool gt_gguf_kv_int(const gt_gguf *g, int64_t i, int64_t *out);
 bool gt_gguf_kv_float(const gt_gguf *g, int64_t i, double *out);
 bool gt_gguf_kv_bool(const gt_gguf *g, int64_t i, bool *out);
 const char *gt_gguf_kv_str(const gt_gguf *g, int64_t i, size_t *len); /* NULL if not a STRING */
+/* The value of kv i exactly as stored in the file (the bytes after its type),
+ * nested arrays included; points into the mmap. For byte-exact copies. */
+const void *gt_gguf_kv_raw(const gt_gguf *g, int64_t i, size_t *len);
 /* Arrays: element type, length, raw little-endian data (numeric arrays),
  * and element j of a string array. */
 gt_gguf_vtype gt_gguf_arr_type(const gt_gguf *g, int64_t i);
@@ -86,6 +89,8 @@ bool gt_gguf_get_bool(const gt_gguf *g, const char *key, bool def);
 const char *gt_gguf_get_str(const gt_gguf *g, const char *key);
 
 const char *gt_gguf_vtype_name(gt_gguf_vtype t);
+/* Bytes of one value of a scalar type; 0 for STRING, ARRAY and unknown ids. */
+size_t gt_gguf_vtype_size(gt_gguf_vtype t);
 
 /* Tensors, in file order across shards. */
 int64_t gt_gguf_n_tensors(const gt_gguf *g);
@@ -104,6 +109,10 @@ int gt_gguf_writer_set_i32(gt_gguf_writer *w, const char *key, int32_t v);
 int gt_gguf_writer_set_f32(gt_gguf_writer *w, const char *key, float v);
 int gt_gguf_writer_set_bool(gt_gguf_writer *w, const char *key, bool v);
 int gt_gguf_writer_set_str(gt_gguf_writer *w, const char *key, const char *v);
+/* Any scalar type; value points to the matching C type (uint8_t for UINT8,
+ * int16_t for INT16, ..., double for FLOAT64, bool for BOOL). */
+int gt_gguf_writer_set_scalar(gt_gguf_writer *w, const char *key, gt_gguf_vtype type,
+                              const void *value);
 /* Numeric array: n elements of elem_type, raw little-endian. */
 int gt_gguf_writer_set_arr(gt_gguf_writer *w, const char *key, gt_gguf_vtype elem_type,
                            const void *data, uint64_t n);
