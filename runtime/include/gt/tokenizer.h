@@ -6,7 +6,9 @@
  *            by best score, and bytes with no piece fall back to <0xNN> tokens.
  *   "gpt2":  byte-level BPE with tokenizer.ggml.merges and the pre-tokenizer
  *            named by tokenizer.ggml.pre (gpt2 default; smollm splits digits).
- * Special tokens (token_type CONTROL) are never produced from plain text. */
+ * Special tokens (token_type CONTROL) are never produced from plain text.
+ * A byte the vocabulary has no token for (no byte piece, and no usable
+ * unknown token) is dropped, as llama.cpp does. */
 #ifndef GT_TOKENIZER_H
 #define GT_TOKENIZER_H
 
@@ -42,13 +44,15 @@ int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bo
 const char *gt_token_piece(const gt_tokenizer *t, int32_t id);
 
 /* The bytes token id stands for in decoded text (spaces restored, byte
- * tokens turned into their byte, control tokens empty). Writes at most cap
- * bytes, returns the full length. A streaming caller just concatenates. */
+ * tokens turned into their byte, control tokens empty, the unknown token its
+ * piece). Writes at most cap bytes, returns the full length, or -1 when id
+ * is out of range. A streaming caller just concatenates. */
 int gt_token_to_bytes(const gt_tokenizer *t, int32_t id, char *out, size_t cap);
 
 /* Decodes n ids to text (NUL-terminated when cap > 0). For llama, the space
- * added as prefix by encoding is removed from the first token, so that
- * decode(encode(s)) == s. Returns the full length. */
+ * added as prefix by encoding is removed from the first token that yields
+ * text (so after a BOS too), so that decode(encode(s)) == s. Returns the
+ * full length, or -1 when an id is out of range. */
 int gt_detokenize(const gt_tokenizer *t, const int32_t *ids, int n, char *out, size_t cap);
 
 #endif

@@ -1,0 +1,207 @@
+/* tokenizer.c: the tokenizer's public face: lookups, encoding entry point,
+ * decoding. Building one from GGUF metadata is tokenizer_load.c; the merge
+ * loop is tokenizer_encode.c and the GPT-2 pre-tokenizer tokenizer_pretok.c.
+ *
+ * Lookups are hash tables built once at load (open addressing, linear
+ * probing, at most half full): piece text -> id, for gpt2 (left id, right
+ * id) -> (rank, id) for the merges, and for llama the set of character
+ * pairs that occur inside pieces. Encoding never scans the vocabulary.
+ * What each token decodes to is precomputed at load, so streaming decode is
+ * a memcpy. */
+#include "gt/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer_impl.h"
+
+/* Keeps every count in an int: llama may emit three byte tokens per byte. */
+#define MAX_TEXT ((size_t)1 << 28)
+
+int32_t gt_tok_find(const gt_tokenizer *t, const char *s, size_t n)
+{
+    if (n == 0 || n > t->max_piece_len)
+        return -1;
+    for (uint32_t h = (uint32_t)gt_tok_hash_bytes(s, n) & t->map_mask;; h = (h + 1) & t->map_mask) {
+        int32_t id = t->map[h];
+        if (id < 0)
+            return -1;
+        if (t->piece_len[id] == n && memcmp(gt_tok_piece_at(t, id), s, n) == 0)
+            return id;
+    }
+}
+
+bool gt_tok_merge_find(const gt_tokenizer *t, int32_t l, int32_t r, int32_t *rank, int32_t *id)
+{
+    if (!t->merges)
+        return false;
+    uint64_t key = gt_tok_pair_key((uint32_t)l, (uint32_t)r);
+    uint32_t mask = t->merge_mask;
+    for (uint32_t h = (uint32_t)gt_tok_hash_u64(key) & mask;; h = (h + 1) & mask) {
+        const gt_tok_merge *m = &t->merges[h];
+        if (m->key == UINT64_MAX)
+            return false;
+        if (m->key == key) {
+            *rank = m->rank;
+            *id = m->id;
+            return true;
+        }
+    }
+}
+
+bool gt_tok_pair_joinable(const gt_tokenizer *t, uint32_t a, uint32_t b)
+{
+    uint64_t key = gt_tok_pair_key(a, b);
+    for (uint32_t h = (uint32_t)gt_tok_hash_u64(key) & t->pair_mask;; h = (h + 1) & t->pair_mask) {
+        if (t->pairs[h] == key)
+            return true;
+        if (t->pairs[h] == UINT64_MAX)
+            return false;
+    }
+}
+
+/* ---- GPT-2 byte <-> code point mapping ---------------------------------- */
+
+/* Printable Latin-1 bytes stand for themselves; the other 68 (0x00-0x20,
+ * 0x7F-0xA0, 0xAD) are numbered from U+0100 up, in byte order. */
+static bool byte_is_printable(unsigned b)
+{
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t gt_tok_byte_to_cp(unsigned b)
+{
+    if (byte_is_printable(b))
+        return b;
+    if (b <= 0x20)
+        return 0x100 + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 0x121 + (b - 0x7F);
+    return 0x143; /* 0xAD, soft hyphen */
+}
+
+int gt_tok_cp_to_byte(uint32_t cp)
+{
+    if (cp < 0x100)
+        return byte_is_printable(cp) ? (int)cp : -1;
+    if (cp <= 0x120)
+        return (int)(cp - 0x100);
+    if (cp <= 0x142)
+        return (int)(0x7F + cp - 0x121);
+    return cp == 0x143 ? 0xAD : -1;
+}
+
+void gt_tokenizer_free(gt_tokenizer *t)
+{
+    if (!t)
+        return;
+    free(t->pieces);
+    free(t->piece_off);
+    free(t->piece_len);
+    free(t->scores);
+    free(t->types);
+    free(t->decoded);
+    free(t->dec_off);
+    free(t->dec_len);
+    free(t->map);
+    free(t->merges);
+    free(t->pairs);
+    free(t);
+}
+
+gt_tokenizer_kind gt_tokenizer_kind_of(const gt_tokenizer *t)
+{
+    return t->kind;
+}
+
+int32_t gt_tokenizer_n_vocab(const gt_tokenizer *t)
+{
+    return t->n_vocab;
+}
+
+int32_t gt_tokenizer_bos(const gt_tokenizer *t)
+{
+    return t->bos;
+}
+
+int32_t gt_tokenizer_eos(const gt_tokenizer *t)
+{
+    return t->eos;
+}
+
+bool gt_tokenizer_adds_bos(const gt_tokenizer *t)
+{
+    return t->add_bos;
+}
+
+int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
+                int32_t *out, int max, gt_err *err)
+{
+    if (!t)
+        return gt_err_set(err, "gt_tokenize: no tokenizer");
+    if (!text && len > 0)
+        return gt_err_set(err, "gt_tokenize: text is NULL");
+    if (max < 0 || (max > 0 && !out))
+        return gt_err_set(err, "gt_tokenize: invalid output buffer (max %d)", max);
+    if (len > MAX_TEXT)
+        return gt_err_set(err, "gt_tokenize: text of %zu bytes is over the %zu-byte limit", len,
+                          MAX_TEXT);
+    gt_tok_out o = {out, max, 0};
+    if (add_bos && t->bos >= 0)
+        gt_tok_emit(&o, t->bos);
+    if (len > 0) {
+        int rc = t->kind == GT_TOK_LLAMA ? gt_tok_encode_spm(t, text, len, &o, err)
+                                         : gt_tok_encode_bpe(t, text, len, &o, err);
+        if (rc)
+            return -1;
+    }
+    return o.n;
+}
+
+const char *gt_token_piece(const gt_tokenizer *t, int32_t id)
+{
+    if (!t || id < 0 || id >= t->n_vocab)
+        return NULL;
+    return gt_tok_piece_at(t, id);
+}
+
+int gt_token_to_bytes(const gt_tokenizer *t, int32_t id, char *out, size_t cap)
+{
+    if (!t || id < 0 || id >= t->n_vocab)
+        return -1;
+    size_t n = t->dec_len[id];
+    if (out)
+        memcpy(out, t->decoded + t->dec_off[id], n < cap ? n : cap);
+    return (int)n;
+}
+
+int gt_detokenize(const gt_tokenizer *t, const int32_t *ids, int n, char *out, size_t cap)
+{
+    if (!t || n < 0 || (n > 0 && !ids))
+        return -1;
+    /* Only the first token that yields text can carry the prefix space;
+     * leading control tokens (BOS) yield none. */
+    bool strip = t->add_space_prefix;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->n_vocab)
+            return -1;
+        const char *s = t->decoded + t->dec_off[ids[i]];
+        size_t len = t->dec_len[ids[i]];
+        if (len == 0)
+            continue;
+        if (strip && s[0] == ' ' && t->types[ids[i]] != GT_TT_BYTE)
+            s++, len--;
+        strip = false;
+        if (out && total < cap) {
+            size_t room = cap - total;
+            memcpy(out + total, s, len < room ? len : room);
+        }
+        total += len;
+        if (total > INT32_MAX)
+            return -1;
+    }
+    if (out && cap > 0)
+        out[total < cap ? total : cap - 1] = '\0';
+    return (int)total;
+}
