@@ -333,7 +333,7 @@ const char *gt_gguf_vtype_name(gt_gguf_vtype t)
 static int scan_array(parser *P, int depth, uint32_t *etype, uint64_t *count)
 {
     uint64_t at = P->pos, n;
-    uint32_t et;
+    uint32_t et = 0;
     if (rd_u32(P, &et, "array element type"))
         return -1;
     if (et > GT_GGUF_FLOAT64)
@@ -462,7 +462,7 @@ static int parse_value(parser *P, kv *k)
         if (rd_str(P, "string value", &k->str, &k->len))
             return -1;
     } else {
-        uint32_t et;
+        uint32_t et = 0;
         if (scan_array(P, 0, &et, &k->arr_len))
             return -1;
         k->arr_type = (gt_gguf_vtype)et;
