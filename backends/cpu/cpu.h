@@ -1,0 +1,154 @@
+/* cpu.h: private interface between the files of the fast CPU backend.
+ *
+ * The backend is split by concept:
+ *   cpu_backend.c    registration, probe, init, supports, graph validation
+ *                    and the per-graph driver that walks nodes on all threads
+ *   cpu_threads.c    the thread pool: one wake-up per graph, a spin-then-wait
+ *                    barrier between nodes
+ *   cpu_kernels_*.c  one kernel table per ISA (scalar, avx2, avx512), chosen
+ *                    once at init by runtime CPU feature detection
+ *   cpu_matmul.c     MUL_MAT: quantized dot products for small batches,
+ *                    dequantized tiles + BLAS sgemm for large ones
+ *   cpu_attention.c  ATTENTION, parallel over heads (and query blocks)
+ *   cpu_ops.c        the cheap ops: GET_ROWS, RMS_NORM, ADD, MUL, ROPE,
+ *                    KV_STORE, SILU_MUL
+ *   cpu_blas.c       finding cblas_sgemm with dlopen, naming the library
+ *
+ * Every node kernel has the signature of gt_cpu_node_fn: it is called on all
+ * n threads with its thread index; it may call gt_cpu_barrier() inside, as
+ * long as every thread calls it the same number of times. Validation happens
+ * before any thread starts, so node kernels cannot fail. */
+#ifndef GT_CPU_H
+#define GT_CPU_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt/backend.h"
+
+/* ---- kernel tables (cpu_kernels_*.c) ------------------------------------ */
+
+/* Activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
+ * kept as separate arrays so the int8 part is contiguous and aligned):
+ *   q[k]  int8, d[b] = block scale (x ~ d*q), s[b] = d * sum(q of block b).
+ * s lets Q4_0 (offset 8) and Q4_1 (offset m) weights use unsigned nibbles
+ * directly: dot = sum_b dw*(d*sum(qw*qa)) + offset_b * s[b]. */
+#define GT_CPU_QK 32
+
+typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d, float *s);
+/* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
+typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
+                                int64_t nb);
+/* Dot of one float-typed weight row (F32/F16/BF16) with an F32 row. */
+typedef float (*gt_cpu_fdot_fn)(const void *w, const float *x, int64_t n);
+typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
+
+typedef struct gt_cpu_kernels {
+    const char *name;            /* "scalar", "avx2", "avx512" */
+    gt_cpu_quant_fn quantize_act;
+    gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 */
+    gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* F32, F16, BF16 */
+    gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* all six weight types */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*axpy)(float a, const float *x, float *y, int64_t n);    /* y += a*x */
+    void (*scale)(const float *x, float a, float *y, int64_t n);   /* y = a*x */
+    float (*sum_sq)(const float *x, int64_t n);
+    /* x[j] = exp(x[j] - m); returns the sum (softmax numerator). */
+    float (*exp_sub_sum)(float *x, int64_t n, float m);
+    void (*silu_mul)(const float *a, const float *b, float *t, int64_t n);
+} gt_cpu_kernels;
+
+void gt_cpu_kernels_scalar(gt_cpu_kernels *k);
+/* Fill k with the ISA's kernels; return false when not compiled for this
+ * architecture (the caller then has checked CPU support already). */
+bool gt_cpu_kernels_avx2(gt_cpu_kernels *k);
+bool gt_cpu_kernels_avx512(gt_cpu_kernels *k);
+
+/* ---- thread pool (cpu_threads.c) ---------------------------------------- */
+
+typedef struct gt_cpu_pool gt_cpu_pool;
+typedef void (*gt_cpu_task_fn)(void *arg, int ith, int nth);
+
+int gt_cpu_pool_new(int n_threads, gt_cpu_pool **out, gt_err *err);
+void gt_cpu_pool_free(gt_cpu_pool *p);
+/* Runs fn on every thread (the caller is thread 0) and returns when all are done. */
+void gt_cpu_pool_run(gt_cpu_pool *p, gt_cpu_task_fn fn, void *arg);
+/* Inside fn only: returns once all threads have arrived. */
+void gt_cpu_barrier(gt_cpu_pool *p);
+
+/* ---- BLAS (cpu_blas.c) --------------------------------------------------- */
+
+enum { GT_CPU_ROW_MAJOR = 101, GT_CPU_NO_TRANS = 111, GT_CPU_TRANS = 112 };
+typedef void (*gt_cpu_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                                const float *a, int lda, const float *b, int ldb, float beta,
+                                float *c, int ldc);
+
+typedef struct gt_cpu_blas {
+    gt_cpu_sgemm_fn sgemm;           /* NULL: not loaded, own kernels are used */
+    void (*set_num_threads)(int);    /* OpenBLAS only, else NULL */
+    char path[256];                  /* what was asked for */
+    char driver[128];                /* "OpenBLAS (pthread)", "BLAS (libblas.so.3)", "none ..." */
+    char version[64];
+    char why[192];                   /* why it is not loaded */
+} gt_cpu_blas;
+
+/* Loads the BLAS a driver string names ("blas=PATH", "blas=none", NULL for
+ * libopenblas.so.0). Never fails: on error blas->sgemm is NULL and why says
+ * why. Libraries stay loaded for the life of the process (unloading OpenBLAS
+ * under its own worker threads is not safe). */
+void gt_cpu_blas_load(const char *driver, gt_cpu_blas *blas);
+
+/* ---- backend context ----------------------------------------------------- */
+
+typedef struct gt_cpu_ctx {
+    gt_cpu_kernels k;
+    gt_cpu_blas blas;
+    gt_cpu_pool *pool;
+    int n_threads;
+    int blas_min_batch;  /* MUL_MAT/ATTENTION rows from which BLAS is used */
+
+    /* Scratch, grown at validation time, reused across graphs. */
+    void *act;           /* quantized activations shared by all threads */
+    size_t act_size;
+    float **tscratch;    /* (n_threads) per-thread scratch */
+    size_t tscratch_floats;
+    atomic_int *counters; /* (n_nodes) work-stealing counters, zeroed per graph */
+    int n_counters;
+} gt_cpu_ctx;
+
+typedef struct gt_cpu_job {
+    gt_cpu_ctx *ctx;
+    const gt_graph *g;
+    int node;            /* index of the node being run */
+} gt_cpu_job;
+
+/* Scratch a node needs: shared activation bytes, per-thread floats. */
+void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act_bytes,
+                            size_t *thread_floats);
+void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *thread_floats);
+
+void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);
+void gt_cpu_attention(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);
+void gt_cpu_get_rows(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_rms_norm(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_add(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_rope(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_kv_store(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_silu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+
+#define GT_CPU_MAX_ROPE_PAIRS 512
+
+/* Rows [*r0, *r1) of n that thread ith of nth handles (contiguous split). */
+static inline void gt_cpu_split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    const int64_t per = (n + nth - 1) / nth;
+    *r0 = per * ith < n ? per * ith : n;
+    *r1 = *r0 + per < n ? *r0 + per : n;
+}
+
+static inline float *gt_cpu_f32(const gt_tensor *t) { return (float *)gt_tensor_host(t); }
+
+#endif

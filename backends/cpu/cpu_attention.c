@@ -1,0 +1,117 @@
+/* cpu_attention.c: causal multi-head attention with grouped KV heads over
+ * the F32 KV cache.
+ *
+ * Decode (few query rows): one task per (query row, head); scores are SIMD
+ * dot products with each cached key, softmax subtracts the row maximum
+ * before exponentiating (so no exp overflows, and the largest term is
+ * exactly 1), and the output is a running axpy over the cached values. The
+ * normalisation (1/sum) is applied once at the end.
+ *
+ * Prefill with BLAS: one task per (head, block of QB query rows). The block's
+ * scores S = scale * Q_h K_h^T are one sgemm over the keys the last row of
+ * the block can see (a head's slice of a cache row is a strided matrix:
+ * ld = n_kv*head_dim), the causal mask zeroes the entries past each row's
+ * position after its softmax, and O_h = P V_h is a second sgemm written
+ * straight into the output columns of the head. Tasks with the most keys
+ * are handed out first so the last ones to finish are the small ones. */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+#define QB 64
+
+static bool use_blas(const gt_cpu_ctx *c, const gt_tensor *t)
+{
+    return c->blas.sgemm && t->src[0]->ne[1] >= c->blas_min_batch;
+}
+
+void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *thread_floats)
+{
+    const size_t n_keys = (size_t)t->iparams[3] + (size_t)t->src[0]->ne[1];
+    *thread_floats = use_blas(c, t) ? QB * n_keys : n_keys;
+}
+
+static float row_max(const float *x, int64_t n)
+{
+    float m = x[0];
+    for (int64_t j = 1; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static void attention_rows(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
+    const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+    const float scale = t->fparams[0];
+    const int64_t q_dim = (int64_t)n_head * hd, kv_dim = (int64_t)n_kv * hd;
+    const int group = n_head / n_kv;
+    const float *qa = gt_cpu_f32(q), *ka = gt_cpu_f32(kc), *va = gt_cpu_f32(vc);
+    float *out = gt_cpu_f32(t);
+    float *score = c->tscratch[ith];
+    const int64_t n_tasks = q->ne[1] * n_head;
+    int64_t mine = ith;
+    for (int64_t task = mine;; task = mine) {
+        if (task >= n_tasks)
+            break;
+        mine = (int64_t)atomic_fetch_add_explicit(counter, 1, memory_order_relaxed) + nth;
+        const int64_t i = task / n_head;
+        const int h = (int)(task % n_head);
+        const int64_t n_seen = pos0 + i + 1;
+        const float *qh = qa + i * q_dim + (int64_t)h * hd;
+        const int64_t kv_off = (int64_t)(h / group) * hd;
+        for (int64_t p = 0; p < n_seen; p++)
+            score[p] = c->k.dot_f32(qh, ka + p * kv_dim + kv_off, hd) * scale;
+        const float sum = c->k.exp_sub_sum(score, n_seen, row_max(score, n_seen));
+        float *o = out + i * q_dim + (int64_t)h * hd;
+        memset(o, 0, sizeof(float) * (size_t)hd);
+        for (int64_t p = 0; p < n_seen; p++)
+            c->k.axpy(score[p], va + p * kv_dim + kv_off, o, hd);
+        c->k.scale(o, 1.0f / sum, o, hd);
+    }
+}
+
+static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
+    const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+    const int64_t n_tok = q->ne[1];
+    const int q_dim = n_head * hd, kv_dim = n_kv * hd;
+    const int group = n_head / n_kv;
+    const float *qa = gt_cpu_f32(q), *ka = gt_cpu_f32(kc), *va = gt_cpu_f32(vc);
+    float *out = gt_cpu_f32(t);
+    float *S = c->tscratch[ith];
+    const int64_t n_qb = (n_tok + QB - 1) / QB;
+    const int64_t n_tasks = n_qb * n_head;
+    int64_t mine = ith;
+    for (int64_t task = mine;; task = mine) {
+        if (task >= n_tasks)
+            break;
+        mine = (int64_t)atomic_fetch_add_explicit(counter, 1, memory_order_relaxed) + nth;
+        const int64_t qb = n_qb - 1 - task / n_head; /* biggest blocks first */
+        const int h = (int)(task % n_head);
+        const int64_t i0 = qb * QB, i1 = i0 + QB < n_tok ? i0 + QB : n_tok;
+        const int rows = (int)(i1 - i0), nk = (int)(pos0 + i1);
+        const int64_t kv_off = (int64_t)(h / group) * hd;
+        c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_TRANS, rows, nk, hd, t->fparams[0],
+                      qa + i0 * q_dim + (int64_t)h * hd, q_dim, ka + kv_off, kv_dim, 0.0f, S, nk);
+        for (int r = 0; r < rows; r++) {
+            float *sr = S + (int64_t)r * nk;
+            const int64_t n_seen = pos0 + i0 + r + 1;
+            const float sum = c->k.exp_sub_sum(sr, n_seen, row_max(sr, n_seen));
+            c->k.scale(sr, 1.0f / sum, sr, n_seen);
+            memset(sr + n_seen, 0, sizeof(float) * (size_t)(nk - n_seen));
+        }
+        c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_NO_TRANS, rows, hd, nk, 1.0f, S, nk,
+                      va + kv_off, kv_dim, 0.0f, out + i0 * q_dim + (int64_t)h * hd, q_dim);
+    }
+}
+
+void gt_cpu_attention(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    if (use_blas(c, t))
+        attention_blas(c, t, counter, ith, nth);
+    else
+        attention_rows(c, t, counter, ith, nth);
+}

@@ -1,0 +1,516 @@
+/* cpu_backend.c: the fast CPU backend's face to the runtime: registration,
+ * device probe, init/free, supports(), and compute().
+ *
+ * compute() first validates every node (types, shapes, bounds, aliasing,
+ * token ids) and sizes the scratch, so that once the threads start nothing
+ * can fail: the node kernels have no error paths. Then the whole graph runs
+ * in one pool job: every thread walks the node list, does its share of each
+ * node and meets the others at a barrier before the next one.
+ *
+ * ISA choice: the best of avx512 (F/BW/VL/DQ/VNNI) > avx2 (+FMA, F16C) >
+ * scalar that __builtin_cpu_supports reports, unless GT_CPU_ISA names one
+ * (scalar, avx2, avx512, auto); asking for one the CPU lacks is an error,
+ * not a silent downgrade, so a qualification cell means what it says.
+ * GT_CPU_BLAS_MIN_BATCH overrides the batch size from which matrix products
+ * go to BLAS (default 16; 0 never). Weights stay where the runtime mapped
+ * them: buffer_from_host wraps them without a copy. */
+#include "cpu.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_BLAS_MIN_BATCH 16
+#define MAX_THREADS 256
+
+static bool is_weight_type(gt_type t)
+{
+    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
+           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+}
+
+/* ---- ISA ------------------------------------------------------------------ */
+
+static bool cpu_has(const char *isa)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    if (strcmp(isa, "avx2") == 0)
+        return avx2;
+    if (strcmp(isa, "avx512") == 0)
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vnni");
+#endif
+    return strcmp(isa, "scalar") == 0;
+}
+
+static const char *best_isa(void)
+{
+    return cpu_has("avx512") ? "avx512" : cpu_has("avx2") ? "avx2" : "scalar";
+}
+
+static int choose_kernels(gt_cpu_kernels *k, gt_err *err)
+{
+    const char *want = getenv("GT_CPU_ISA");
+    if (!want || !want[0] || strcmp(want, "auto") == 0)
+        want = best_isa();
+    if (strcmp(want, "scalar") != 0 && strcmp(want, "avx2") != 0 && strcmp(want, "avx512") != 0)
+        return gt_err_set(err, "GT_CPU_ISA=%s: expected scalar, avx2, avx512 or auto", want);
+    if (!cpu_has(want))
+        return gt_err_set(err, "GT_CPU_ISA=%s: this CPU lacks it (best available: %s)", want,
+                          best_isa());
+    if (strcmp(want, "avx512") == 0 ? gt_cpu_kernels_avx512(k)
+        : strcmp(want, "avx2") == 0 ? gt_cpu_kernels_avx2(k)
+                                    : (gt_cpu_kernels_scalar(k), true))
+        return 0;
+    return gt_err_set(err, "GT_CPU_ISA=%s: not compiled into this build", want);
+}
+
+static int n_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- device info ------------------------------------------------------- */
+
+static void cpu_model_name(char *out, size_t n)
+{
+    snprintf(out, n, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                while (*v == ' ' || *v == '\t')
+                    v++;
+                snprintf(out, n, "%.*s", (int)strcspn(v, "\n"), v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void fill_info(gt_device_info *d, const gt_cpu_blas *blas, const char *isa, int threads,
+                      int min_batch)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->backend, sizeof d->backend, "cpu");
+    cpu_model_name(d->name, sizeof d->name);
+    snprintf(d->kind, sizeof d->kind, "cpu");
+    const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    d->memory = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+    snprintf(d->driver, sizeof d->driver, "%s", blas->driver);
+    snprintf(d->driver_version, sizeof d->driver_version, "%s", blas->version);
+    if (blas->sgemm)
+        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas=%.120s blas_min_batch=%d",
+                 isa, threads, n_cores(), blas->path, min_batch);
+    else
+        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas unavailable: %.150s",
+                 isa, threads, n_cores(), blas->why);
+}
+
+static int cpu_probe(gt_device_info *devs, int max, const char *driver, gt_err *err)
+{
+    gt_cpu_kernels k;
+    if (choose_kernels(&k, err) != 0)
+        return 0;
+    gt_cpu_blas blas;
+    gt_cpu_blas_load(driver, &blas);
+    if (max > 0)
+        fill_info(&devs[0], &blas, k.name, n_cores(), DEFAULT_BLAS_MIN_BATCH);
+    return 1;
+}
+
+/* ---- supports ------------------------------------------------------------ */
+
+static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len)
+{
+    (void)b;
+    if (op <= GT_OP_NONE || op >= GT_OP_COUNT) {
+        if (why && why_len)
+            snprintf(why, why_len, "op %d is not an operation", (int)op);
+        return false;
+    }
+    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS) {
+        if (is_weight_type(type))
+            return true;
+        if (why && why_len)
+            snprintf(why, why_len, "no %s kernel for %s weights (cpu has f32 f16 bf16 q8_0 q4_0 q4_1)",
+                     gt_op_name(op), gt_type_name(type));
+        return false;
+    }
+    if (type == GT_TYPE_F32)
+        return true;
+    if (why && why_len)
+        snprintf(why, why_len, "%s works on f32 tensors only, not %s", gt_op_name(op),
+                 gt_type_name(type));
+    return false;
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static int check_tensor(const gt_tensor *t, const char *role, gt_err *err)
+{
+    if (!t)
+        return gt_err_set(err, "missing %s", role);
+    if (!gt_type_info(t->type))
+        return gt_err_set(err, "%s '%s' has unknown type %d", role, t->name, (int)t->type);
+    if (t->ne[0] <= 0 || t->ne[1] <= 0 || t->ne[0] > INT32_MAX || t->ne[1] > INT32_MAX)
+        return gt_err_set(err, "%s '%s' has bad shape [%lld, %lld]", role, t->name,
+                          (long long)t->ne[0], (long long)t->ne[1]);
+    if (gt_tensor_row_bytes(t) == 0)
+        return gt_err_set(err, "%s '%s': row of %lld is not whole %s blocks", role, t->name,
+                          (long long)t->ne[0], gt_type_name(t->type));
+    if (!gt_tensor_host(t))
+        return gt_err_set(err, "%s '%s' is not in host memory", role, t->name);
+    const size_t bytes = gt_tensor_bytes(t);
+    if (t->offset > t->buf->size || bytes > t->buf->size - t->offset)
+        return gt_err_set(err, "%s '%s' (%zu bytes at %zu) overruns its %zu-byte buffer", role,
+                          t->name, bytes, t->offset, t->buf->size);
+    return 0;
+}
+
+static int want_f32(const gt_tensor *t, const char *role, gt_err *err)
+{
+    return t->type == GT_TYPE_F32 ? 0
+                                  : gt_err_set(err, "%s '%s' must be f32, not %s", role, t->name,
+                                               gt_type_name(t->type));
+}
+
+static int same_shape(const gt_tensor *a, const gt_tensor *b, gt_err *err)
+{
+    if (a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1])
+        return 0;
+    return gt_err_set(err, "shape mismatch: '%s' [%lld, %lld] vs '%s' [%lld, %lld]", a->name,
+                      (long long)a->ne[0], (long long)a->ne[1], b->name, (long long)b->ne[0],
+                      (long long)b->ne[1]);
+}
+
+/* 1 when the tensors' bytes overlap, 2 when they start at the same address. */
+static int overlap(const gt_tensor *a, const gt_tensor *b)
+{
+    const char *pa = gt_tensor_host(a), *pb = gt_tensor_host(b);
+    if (pa == pb)
+        return 2;
+    return pa < pb + gt_tensor_bytes(b) && pb < pa + gt_tensor_bytes(a);
+}
+
+static int validate_node(const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *a = t->src[0], *b = t->src[1], *c = t->src[2];
+    const int n_src = t->op == GT_OP_ATTENTION ? 3
+                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE ? 1 : 2;
+    const char *roles[3] = {"src0", "src1", "src2"};
+    if (check_tensor(t, "output", err) || want_f32(t, "output", err))
+        return -1;
+    for (int i = 0; i < n_src; i++)
+        if (check_tensor(t->src[i], roles[i], err))
+            return -1;
+    /* In-place (identical start) is allowed where the contract says so;
+     * any other overlap between output and input would be read after written. */
+    const bool inplace_ok = t->op == GT_OP_ADD || t->op == GT_OP_MUL || t->op == GT_OP_RMS_NORM ||
+                            t->op == GT_OP_ROPE || t->op == GT_OP_SILU_MUL;
+    for (int i = 0; i < n_src && t->op != GT_OP_KV_STORE; i++) {
+        const int o = overlap(t, t->src[i]);
+        if (o == 1 || (o == 2 && !(inplace_ok && same_shape(t, t->src[i], NULL) == 0)))
+            return gt_err_set(err, "output '%s' overlaps input '%s'", t->name, t->src[i]->name);
+    }
+    switch (t->op) {
+    case GT_OP_GET_ROWS: {
+        if (!is_weight_type(a->type))
+            return gt_err_set(err, "no kernel for %s table", gt_type_name(a->type));
+        if (b->type != GT_TYPE_I32)
+            return gt_err_set(err, "ids '%s' must be i32", b->name);
+        if (t->ne[0] != a->ne[0] || t->ne[1] != b->ne[0] * b->ne[1])
+            return gt_err_set(err, "output [%lld, %lld] does not match %lld ids of %lld",
+                              (long long)t->ne[0], (long long)t->ne[1],
+                              (long long)(b->ne[0] * b->ne[1]), (long long)a->ne[0]);
+        const int32_t *ids = gt_tensor_host(b);
+        for (int64_t i = 0; i < t->ne[1]; i++)
+            if (ids[i] < 0 || ids[i] >= a->ne[1])
+                return gt_err_set(err, "id %d at %lld outside table of %lld rows", ids[i],
+                                  (long long)i, (long long)a->ne[1]);
+        return 0;
+    }
+    case GT_OP_MUL_MAT:
+        if (!is_weight_type(a->type))
+            return gt_err_set(err, "no kernel for %s weights", gt_type_name(a->type));
+        if (want_f32(b, "activations", err))
+            return -1;
+        if (a->ne[0] != b->ne[0] || t->ne[0] != a->ne[1] || t->ne[1] != b->ne[1])
+            return gt_err_set(err, "weight [%lld, %lld] x activations [%lld, %lld] -> [%lld, %lld]",
+                              (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
+                              (long long)b->ne[1], (long long)t->ne[0], (long long)t->ne[1]);
+        return 0;
+    case GT_OP_RMS_NORM:
+        return want_f32(a, "src0", err) || same_shape(t, a, err) ? -1 : 0;
+    case GT_OP_ADD:
+    case GT_OP_SILU_MUL:
+        return want_f32(a, "src0", err) || want_f32(b, "src1", err) || same_shape(t, a, err) ||
+                       same_shape(t, b, err)
+                   ? -1
+                   : 0;
+    case GT_OP_MUL:
+        if (want_f32(a, "src0", err) || want_f32(b, "src1", err) || same_shape(t, a, err))
+            return -1;
+        return b->ne[0] == a->ne[0] ? 0
+                                    : gt_err_set(err, "norm weight '%s' has %lld columns, rows have %lld",
+                                                 b->name, (long long)b->ne[0], (long long)a->ne[0]);
+    case GT_OP_ROPE: {
+        const int nh = t->iparams[0], hd = t->iparams[1], rd = t->iparams[2];
+        if (want_f32(a, "src0", err) || same_shape(t, a, err))
+            return -1;
+        if (nh <= 0 || hd <= 0 || (int64_t)nh * hd > a->ne[0] || rd < 0 || rd > hd || rd % 2 ||
+            rd > 2 * GT_CPU_MAX_ROPE_PAIRS || t->iparams[3] < 0 ||
+            (t->iparams[4] != 0 && t->iparams[4] != 1))
+            return gt_err_set(err, "bad parameters: n_heads=%d head_dim=%d rope_dim=%d pos0=%d mode=%d "
+                              "for rows of %lld", nh, hd, rd, t->iparams[3], t->iparams[4],
+                              (long long)a->ne[0]);
+        return 0;
+    }
+    case GT_OP_KV_STORE:
+        if (want_f32(a, "src0", err) || want_f32(b, "cache", err))
+            return -1;
+        if (a->ne[0] != b->ne[0] || t->iparams[0] < 0 || t->iparams[0] + a->ne[1] > b->ne[1])
+            return gt_err_set(err, "%lld rows of %lld at pos0=%d do not fit cache [%lld, %lld]",
+                              (long long)a->ne[1], (long long)a->ne[0], t->iparams[0],
+                              (long long)b->ne[0], (long long)b->ne[1]);
+        if (overlap(a, b))
+            return gt_err_set(err, "source '%s' overlaps the cache", a->name);
+        return 0;
+    case GT_OP_ATTENTION: {
+        const int nh = t->iparams[0], nkv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+        if (want_f32(a, "q", err) || want_f32(b, "k cache", err) || want_f32(c, "v cache", err) ||
+            same_shape(t, a, err))
+            return -1;
+        if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv || pos0 < 0 ||
+            a->ne[0] != (int64_t)nh * hd || b->ne[0] != (int64_t)nkv * hd || c->ne[0] != b->ne[0] ||
+            pos0 + a->ne[1] > b->ne[1] || pos0 + a->ne[1] > c->ne[1])
+            return gt_err_set(err, "bad parameters: n_head=%d n_kv_head=%d head_dim=%d pos0=%d, "
+                              "q [%lld, %lld], caches [%lld, %lld] and [%lld, %lld]", nh, nkv, hd,
+                              pos0, (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
+                              (long long)b->ne[1], (long long)c->ne[0], (long long)c->ne[1]);
+        return 0;
+    }
+    default:
+        return gt_err_set(err, "op %d (%s) not implemented", (int)t->op, gt_op_name(t->op));
+    }
+}
+
+/* ---- scratch ----------------------------------------------------------- */
+
+static void free_scratch(gt_cpu_ctx *c)
+{
+    free(c->act);
+    c->act = NULL;
+    c->act_size = 0;
+    if (c->tscratch)
+        for (int i = 0; i < c->n_threads; i++)
+            free(c->tscratch[i]);
+    c->tscratch_floats = 0;
+}
+
+static int ensure_scratch(gt_cpu_ctx *c, size_t act_bytes, size_t thread_floats, int n_nodes,
+                          gt_err *err)
+{
+    if (act_bytes > c->act_size) {
+        void *p = NULL;
+        const size_t n = (act_bytes + 63) / 64 * 64;
+        if (posix_memalign(&p, 64, n) != 0)
+            return gt_err_set(err, "out of memory for %zu bytes of activation scratch", n);
+        free(c->act);
+        c->act = p;
+        c->act_size = n;
+    }
+    if (thread_floats > c->tscratch_floats) {
+        const size_t n = (thread_floats + 15) / 16 * 16;
+        for (int i = 0; i < c->n_threads; i++) {
+            void *p = NULL;
+            if (posix_memalign(&p, 64, n * sizeof(float)) != 0)
+                return gt_err_set(err, "out of memory for %zu floats of thread scratch", n);
+            free(c->tscratch[i]);
+            c->tscratch[i] = p;
+        }
+        c->tscratch_floats = n;
+    }
+    if (n_nodes > c->n_counters) {
+        atomic_int *p = malloc(sizeof *p * (size_t)n_nodes);
+        if (!p)
+            return gt_err_set(err, "out of memory for %d node counters", n_nodes);
+        free(c->counters);
+        c->counters = p;
+        c->n_counters = n_nodes;
+    }
+    for (int i = 0; i < n_nodes; i++)
+        atomic_init(&c->counters[i], 0);
+    return 0;
+}
+
+/* ---- compute ------------------------------------------------------------ */
+
+typedef struct graph_job {
+    gt_cpu_ctx *c;
+    const gt_graph *g;
+    bool blas;
+} graph_job;
+
+static void run_graph(void *arg, int ith, int nth)
+{
+    graph_job *job = arg;
+    gt_cpu_ctx *c = job->c;
+    if (job->blas && c->blas.set_num_threads)
+        c->blas.set_num_threads(1); /* per thread: OpenMP builds keep it per thread */
+    int last = job->g->n_nodes - 1;
+    while (last >= 0 && job->g->nodes[last]->op == GT_OP_NONE)
+        last--;
+    for (int n = 0; n <= last; n++) {
+        const gt_tensor *t = job->g->nodes[n];
+        atomic_int *ctr = &c->counters[n];
+        switch (t->op) {
+        case GT_OP_NONE: continue;
+        case GT_OP_GET_ROWS: gt_cpu_get_rows(c, t, ith, nth); break;
+        case GT_OP_RMS_NORM: gt_cpu_rms_norm(c, t, ith, nth); break;
+        case GT_OP_MUL_MAT: gt_cpu_mul_mat(c, t, ctr, ith, nth); break;
+        case GT_OP_ADD: gt_cpu_add(c, t, ith, nth); break;
+        case GT_OP_MUL: gt_cpu_mul(c, t, ith, nth); break;
+        case GT_OP_ROPE: gt_cpu_rope(c, t, ith, nth); break;
+        case GT_OP_KV_STORE: gt_cpu_kv_store(c, t, ith, nth); break;
+        case GT_OP_ATTENTION: gt_cpu_attention(c, t, ctr, ith, nth); break;
+        case GT_OP_SILU_MUL: gt_cpu_silu_mul(c, t, ith, nth); break;
+        default: break; /* rejected by validation */
+        }
+        if (n < last)
+            gt_cpu_barrier(c->pool);
+    }
+}
+
+static int cpu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
+{
+    gt_cpu_ctx *c = b->ctx;
+    size_t act = 0, tf = 0;
+    bool blas = false;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const gt_tensor *t = g->nodes[n];
+        if (!t)
+            return gt_err_set(err, "cpu: node %d is NULL", n);
+        if (t->op == GT_OP_NONE)
+            continue;
+        if (validate_node(t, err) != 0)
+            return gt_err_wrap(err, "cpu: node %d (%s '%s')", n, gt_op_name(t->op), t->name);
+        size_t a = 0, f = 0;
+        if (t->op == GT_OP_MUL_MAT)
+            gt_cpu_mul_mat_scratch(c, t, &a, &f);
+        else if (t->op == GT_OP_ATTENTION)
+            gt_cpu_attention_scratch(c, t, &f);
+        if ((t->op == GT_OP_MUL_MAT || t->op == GT_OP_ATTENTION) && c->blas.sgemm &&
+            t->src[t->op == GT_OP_MUL_MAT ? 1 : 0]->ne[1] >= c->blas_min_batch)
+            blas = true;
+        act = a > act ? a : act;
+        tf = f > tf ? f : tf;
+    }
+    if (ensure_scratch(c, act, tf, g->n_nodes, err) != 0)
+        return gt_err_wrap(err, "cpu");
+    graph_job job = {c, g, blas};
+    gt_cpu_pool_run(c->pool, run_graph, &job);
+    return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+static void cpu_free(gt_backend *b)
+{
+    if (!b)
+        return;
+    gt_cpu_ctx *c = b->ctx;
+    if (c) {
+        gt_cpu_pool_free(c->pool);
+        free_scratch(c);
+        free(c->tscratch);
+        free(c->counters);
+        free(c);
+    }
+    free(b);
+}
+
+static const gt_backend_iface CPU_IFACE = {
+    .free = cpu_free,
+    .supports = cpu_supports,
+    .buffer_alloc = gt_host_buffer_alloc,
+    .buffer_from_host = gt_host_buffer_from_host,
+    .buffer_free = gt_host_buffer_free,
+    .upload = gt_host_upload,
+    .download = gt_host_download,
+    .compute = cpu_compute,
+};
+
+static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
+{
+    *out = NULL;
+    if (cfg->device != 0)
+        return gt_err_set(err, "cpu has one device (0), not %d", cfg->device);
+    if (cfg->n_threads < 0 || cfg->n_threads > MAX_THREADS)
+        return gt_err_set(err, "n_threads=%d: expected 0 (all cores) to %d", cfg->n_threads,
+                          MAX_THREADS);
+    gt_backend *b = calloc(1, sizeof *b);
+    gt_cpu_ctx *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return gt_err_set(err, "out of memory");
+    }
+    b->iface = &CPU_IFACE;
+    b->ctx = c;
+    c->n_threads = cfg->n_threads > 0 ? cfg->n_threads : n_cores();
+    c->blas_min_batch = DEFAULT_BLAS_MIN_BATCH;
+    const char *mb = getenv("GT_CPU_BLAS_MIN_BATCH");
+    if (mb && mb[0]) {
+        char *end;
+        const long v = strtol(mb, &end, 10);
+        if (*end || v < 0 || v > INT32_MAX) {
+            cpu_free(b);
+            return gt_err_set(err, "GT_CPU_BLAS_MIN_BATCH=%s: expected a non-negative integer", mb);
+        }
+        c->blas_min_batch = v == 0 ? INT32_MAX : (int)v;
+    }
+    if (choose_kernels(&c->k, err) != 0) {
+        cpu_free(b);
+        return -1;
+    }
+    c->tscratch = calloc((size_t)c->n_threads, sizeof *c->tscratch);
+    if (!c->tscratch) {
+        cpu_free(b);
+        return gt_err_set(err, "out of memory");
+    }
+    if (gt_cpu_pool_new(c->n_threads, &c->pool, err) != 0) {
+        cpu_free(b);
+        return -1;
+    }
+    gt_cpu_blas_load(cfg->driver, &c->blas);
+    fill_info(&b->info, &c->blas, c->k.name, c->n_threads,
+              c->blas_min_batch == INT32_MAX ? 0 : c->blas_min_batch);
+    *out = b;
+    return 0;
+}
+
+static const gt_backend_reg CPU_REG = {
+    .name = "cpu",
+    .description = "fast CPU: quantized SIMD dot products, threads, BLAS for batches",
+    .probe = cpu_probe,
+    .init = cpu_init,
+};
+
+const gt_backend_reg *gt_backend_cpu_reg(void) { return &CPU_REG; }

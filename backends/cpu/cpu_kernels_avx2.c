@@ -1,0 +1,425 @@
+/* cpu_kernels_avx2.c: the AVX2 + FMA + F16C kernel table.
+ *
+ * Compiled with per-function target attributes (no global -mavx2), so the
+ * library still runs on any x86-64; cpu_backend.c only installs this table
+ * after __builtin_cpu_supports says the CPU has all three.
+ *
+ * Quantized dots work one 32-element block per 256-bit register:
+ *   Q8_0 x Q8: signed*signed has no byte multiply, so |w| (unsigned) times
+ *              a with w's sign (vpsignb) feeds vpmaddubsw; |w| <= 128 and
+ *              |a| <= 127 keep the 16-bit pair sums below 32767.
+ *   Q4_0/Q4_1: nibbles are already unsigned (0..15): vpmaddubsw directly,
+ *              the offset (-8, or m) is applied once per block through the
+ *              activation's block sum s (see cpu.h).
+ * Each block's int32 lanes become floats and are scaled by dw*da with one
+ * FMA; the horizontal sum happens once per row.
+ *
+ * exp() is a Cody-Waite range reduction (x = n*ln2 + r, |r| <= ln2/2) and a
+ * degree-7 Taylor polynomial for e^r (truncation error r^8/8! < 6e-9
+ * relative, below float rounding), scaled by 2^n built in the exponent
+ * bits. Inputs are clamped to [-87.3, 88] so 2^n stays a normal float;
+ * clamping is written so a NaN input stays NaN. */
+#include "cpu.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+static inline T_AVX2 float hsum8(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static inline T_AVX2 float hmax8(__m256 v)
+{
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static inline T_AVX2 int hsum8i(__m256i v)
+{
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(x);
+}
+
+static inline T_AVX2 float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
+{
+    const __m256 nosign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 fmax = _mm256_set1_ps(FLT_MAX);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / GT_CPU_QK; b++) {
+        const float *xb = x + b * GT_CPU_QK;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 a0 = _mm256_and_ps(v0, nosign), a1 = _mm256_and_ps(v1, nosign);
+        __m256 a2 = _mm256_and_ps(v2, nosign), a3 = _mm256_and_ps(v3, nosign);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+        /* NaN or inf: "not <= FLT_MAX" is true for both. */
+        __m256 bad = _mm256_or_ps(
+            _mm256_or_ps(_mm256_cmp_ps(a0, fmax, _CMP_NLE_UQ), _mm256_cmp_ps(a1, fmax, _CMP_NLE_UQ)),
+            _mm256_or_ps(_mm256_cmp_ps(a2, fmax, _CMP_NLE_UQ), _mm256_cmp_ps(a3, fmax, _CMP_NLE_UQ)));
+        if (_mm256_movemask_ps(bad)) {
+            memset(q + b * GT_CPU_QK, 0, GT_CPU_QK);
+            d[b] = s[b] = NAN;
+            continue;
+        }
+        const float amax = hmax8(m);
+        const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), r));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), r));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), r));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), r));
+        const int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+        /* packs work within 128-bit lanes; the permute restores order. */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        p = _mm256_permutevar8x32_epi32(p, order);
+        _mm256_storeu_si256((__m256i *)(q + b * GT_CPU_QK), p);
+        d[b] = amax / 127.0f;
+        s[b] = d[b] * (float)sum;
+    }
+}
+
+/* sum of w*a over 32 int8 pairs as 8 int32 lanes, w signed */
+static inline T_AVX2 __m256i dot_i8(__m256i w, __m256i a)
+{
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* w unsigned (0..15) */
+static inline T_AVX2 __m256i dot_u4(__m256i w, __m256i a)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
+}
+
+/* The 32 nibbles of a Q4 block in element order: low nibbles are elements
+ * 0..15, high nibbles 16..31. */
+static inline T_AVX2 __m256i unpack_q4(const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+static T_AVX2 float qdot_q8_0(const void *w, const int8_t *q, const float *d, const float *s,
+                              int64_t nb)
+{
+    (void)s;
+    const gt_block_q8_0 *x = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[b + 1].qs);
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(q + (b + 1) * GT_CPU_QK));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
+                               _mm256_cvtepi32_ps(dot_i8(w0, a0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b + 1].d) * d[b + 1]),
+                               _mm256_cvtepi32_ps(dot_i8(w1, a1)), acc1);
+    }
+    for (; b < nb; b++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
+                               _mm256_cvtepi32_ps(dot_i8(w0, a0)), acc0);
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+static T_AVX2 float qdot_q4_0(const void *w, const int8_t *q, const float *d, const float *s,
+                              int64_t nb)
+{
+    const gt_block_q4_0 *x = w;
+    __m256 acc = _mm256_setzero_ps();
+    float off = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
+        const float dw = f16(x[b].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[b]),
+                              _mm256_cvtepi32_ps(dot_u4(unpack_q4(x[b].qs), a)), acc);
+        off += dw * s[b];
+    }
+    return hsum8(acc) - 8.0f * off;
+}
+
+static T_AVX2 float qdot_q4_1(const void *w, const int8_t *q, const float *d, const float *s,
+                              int64_t nb)
+{
+    const gt_block_q4_1 *x = w;
+    __m256 acc = _mm256_setzero_ps();
+    float off = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
+                              _mm256_cvtepi32_ps(dot_u4(unpack_q4(x[b].qs), a)), acc);
+        off += f16(x[b].m) * s[b];
+    }
+    return hsum8(acc) + off;
+}
+
+static T_AVX2 float dot_f32(const float *a, const float *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float sum = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+static T_AVX2 float fdot_f32(const void *w, const float *x, int64_t n) { return dot_f32(w, x, n); }
+
+static inline T_AVX2 __m256 load_f16(const uint16_t *h)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+static inline T_AVX2 __m256 load_bf16(const uint16_t *h)
+{
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+static inline float bf16_1(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static T_AVX2 float fdot_f16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *h = w;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(load_f16(h + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(load_f16(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(load_f16(h + i), _mm256_loadu_ps(x + i), s0);
+    float sum = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++)
+        sum += f16(h[i]) * x[i];
+    return sum;
+}
+
+static T_AVX2 float fdot_bf16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *h = w;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(load_bf16(h + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(load_bf16(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(load_bf16(h + i), _mm256_loadu_ps(x + i), s0);
+    float sum = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++)
+        sum += bf16_1(h[i]) * x[i];
+    return sum;
+}
+
+static T_AVX2 void dq_f16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load_f16(h + i));
+    for (; i < n; i++)
+        dst[i] = f16(h[i]);
+}
+
+static T_AVX2 void dq_bf16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load_bf16(h + i));
+    for (; i < n; i++)
+        dst[i] = bf16_1(h[i]);
+}
+
+static T_AVX2 void dq_q8_0(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q8_0 *x = src;
+    for (int64_t b = 0; b < n / GT_QK8_0; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d));
+        for (int g = 0; g < 4; g++) {
+            const __m128i q8 = _mm_loadl_epi64((const __m128i *)(x[b].qs + 8 * g));
+            _mm256_storeu_ps(dst + b * 32 + 8 * g,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+        }
+    }
+}
+
+/* (q-8) in integers, then one multiply: the same rounding as the reference. */
+static T_AVX2 void dq_q4_0(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q4_0 *x = src;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int64_t b = 0; b < n / GT_QK4_0; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d));
+        const __m128i raw = _mm_loadu_si128((const __m128i *)x[b].qs);
+        const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int g = 0; g < 4; g++) {
+            const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[g]), eight);
+            _mm256_storeu_ps(dst + b * 32 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(v)));
+        }
+    }
+}
+
+/* d*q + m as a multiply then an add (not an FMA), as the reference rounds. */
+static T_AVX2 void dq_q4_1(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q4_1 *x = src;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n / GT_QK4_1; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d)), m = _mm256_set1_ps(f16(x[b].m));
+        const __m128i raw = _mm_loadu_si128((const __m128i *)x[b].qs);
+        const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int g = 0; g < 4; g++) {
+            const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[g]));
+            _mm256_storeu_ps(dst + b * 32 + 8 * g, _mm256_add_ps(_mm256_mul_ps(d, v), m));
+        }
+    }
+}
+
+static T_AVX2 void axpy(float a, const float *x, float *y, int64_t n)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static T_AVX2 void scale(const float *x, float a, float *y, int64_t n)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = a * x[i];
+}
+
+static T_AVX2 float sum_sq(const float *x, int64_t n) { return dot_f32(x, x, n); }
+
+static inline T_AVX2 __m256 exp8(__m256 x)
+{
+    /* max(lo, x) and min(hi, x) return x when x is NaN (second operand). */
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static T_AVX2 float exp_sub_sum(float *x, int64_t n, float m)
+{
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum8(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    return sum;
+}
+
+static T_AVX2 void silu_mul(const float *a, const float *b, float *t, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(a + i);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        const __m256 num = _mm256_mul_ps(x, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(t + i, _mm256_div_ps(num, _mm256_add_ps(one, e)));
+    }
+    for (; i < n; i++)
+        t[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+}
+
+bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
+{
+    gt_cpu_kernels_scalar(k); /* F32 dequant (memcpy) and anything not overridden */
+    k->name = "avx2";
+    k->quantize_act = quantize_act;
+    k->qdot[GT_TYPE_Q8_0] = qdot_q8_0;
+    k->qdot[GT_TYPE_Q4_0] = qdot_q4_0;
+    k->qdot[GT_TYPE_Q4_1] = qdot_q4_1;
+    k->fdot[GT_TYPE_F32] = fdot_f32;
+    k->fdot[GT_TYPE_F16] = fdot_f16;
+    k->fdot[GT_TYPE_BF16] = fdot_bf16;
+    k->dequant[GT_TYPE_F16] = dq_f16;
+    k->dequant[GT_TYPE_BF16] = dq_bf16;
+    k->dequant[GT_TYPE_Q8_0] = dq_q8_0;
+    k->dequant[GT_TYPE_Q4_0] = dq_q4_0;
+    k->dequant[GT_TYPE_Q4_1] = dq_q4_1;
+    k->dot_f32 = dot_f32;
+    k->axpy = axpy;
+    k->scale = scale;
+    k->sum_sq = sum_sq;
+    k->exp_sub_sum = exp_sub_sum;
+    k->silu_mul = silu_mul;
+    return true;
+}
+
+#else
+
+bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
+{
+    (void)k;
+    return false;
+}
+
+#endif

@@ -1,0 +1,362 @@
+/* cpu_kernels_avx512.c: the AVX-512 (F, BW, VL, DQ, VNNI) kernel table.
+ *
+ * Starts from the AVX2 table and replaces the kernels that matter for speed:
+ * quantized dots, float dots, the activation quantizer, exp-based ops.
+ *
+ * Quantized dots take two 32-element blocks per 512-bit register and use
+ * VNNI's vpdpbusd (unsigned bytes x signed bytes, four products summed into
+ * each int32 lane) in place of the AVX2 maddubs + madd pair:
+ *   Q8_0: |w| x (a with w's sign): AVX-512 has no vpsignb, so a is negated
+ *         under the mask of w's sign bits (vpmovb2m + masked subtract).
+ *   Q4_x: nibbles are unsigned already; the two blocks' 16-byte nibble
+ *         arrays are split into low/high halves and reordered with one lane
+ *         shuffle so each 256-bit half holds one block in element order.
+ * The lower eight int32 lanes belong to block b, the upper eight to b+1, so
+ * one FMA with {dw0*da0 x8, dw1*da1 x8} scales both. A single trailing
+ * block uses the 256-bit VNNI form. */
+#include "cpu.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define T_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+static inline T_512 float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline T_512 float hsum8(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+static inline T_512 float hsum16(__m512 v)
+{
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+/* {a x8, b x8} */
+static inline T_512 __m512 pair_scale(float a, float b)
+{
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+static inline T_512 __m512i load2_q8(const gt_block_q8_0 *x)
+{
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)x[0].qs);
+    const __m256i hi = _mm256_loadu_si256((const __m256i *)x[1].qs);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Two Q4 blocks' nibbles as 64 bytes in element order. */
+static inline T_512 __m512i unpack2_q4(const uint8_t *qs0, const uint8_t *qs1)
+{
+    const __m256i raw = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qs1),
+                                         _mm_loadu_si128((const __m128i *)qs0));
+    /* lanes: lo0 lo1 hi0 hi1 -> lo0 hi0 lo1 hi1 */
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+}
+
+static inline T_512 __m256i unpack_q4(const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+static inline T_512 __m512i dot2_i8(__m512i w, __m512i a)
+{
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    const __m512i sa = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sa);
+}
+
+static inline T_512 __m256i dot1_i8(__m256i w, __m256i a)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
+
+static T_512 float qdot_q8_0(const void *w, const int8_t *q, const float *d, const float *s,
+                             int64_t nb)
+{
+    (void)s;
+    const gt_block_q8_0 *x = w;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const __m512i p0 = dot2_i8(load2_q8(x + b), _mm512_loadu_si512(q + b * GT_CPU_QK));
+        const __m512i p1 = dot2_i8(load2_q8(x + b + 2), _mm512_loadu_si512(q + (b + 2) * GT_CPU_QK));
+        acc0 = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
+                               _mm512_cvtepi32_ps(p0), acc0);
+        acc1 = _mm512_fmadd_ps(pair_scale(f16(x[b + 2].d) * d[b + 2], f16(x[b + 3].d) * d[b + 3]),
+                               _mm512_cvtepi32_ps(p1), acc1);
+    }
+    for (; b + 2 <= nb; b += 2) {
+        const __m512i p0 = dot2_i8(load2_q8(x + b), _mm512_loadu_si512(q + b * GT_CPU_QK));
+        acc0 = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
+                               _mm512_cvtepi32_ps(p0), acc0);
+    }
+    float sum = hsum16(_mm512_add_ps(acc0, acc1));
+    if (b < nb) {
+        const __m256i p = dot1_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
+                                  _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
+        sum += f16(x[b].d) * d[b] * hsum8(_mm256_cvtepi32_ps(p));
+    }
+    return sum;
+}
+
+static T_512 float qdot_q4_0(const void *w, const int8_t *q, const float *d, const float *s,
+                             int64_t nb)
+{
+    const gt_block_q4_0 *x = w;
+    __m512 acc = _mm512_setzero_ps();
+    float off = 0.0f;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4(x[b].qs, x[b + 1].qs),
+                                              _mm512_loadu_si512(q + b * GT_CPU_QK));
+        const float dw0 = f16(x[b].d), dw1 = f16(x[b + 1].d);
+        acc = _mm512_fmadd_ps(pair_scale(dw0 * d[b], dw1 * d[b + 1]), _mm512_cvtepi32_ps(p), acc);
+        off += dw0 * s[b] + dw1 * s[b + 1];
+    }
+    float sum = hsum16(acc);
+    if (b < nb) {
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q4(x[b].qs),
+                                              _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
+        const float dw = f16(x[b].d);
+        sum += dw * d[b] * hsum8(_mm256_cvtepi32_ps(p));
+        off += dw * s[b];
+    }
+    return sum - 8.0f * off;
+}
+
+static T_512 float qdot_q4_1(const void *w, const int8_t *q, const float *d, const float *s,
+                             int64_t nb)
+{
+    const gt_block_q4_1 *x = w;
+    __m512 acc = _mm512_setzero_ps();
+    float off = 0.0f;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4(x[b].qs, x[b + 1].qs),
+                                              _mm512_loadu_si512(q + b * GT_CPU_QK));
+        acc = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
+                              _mm512_cvtepi32_ps(p), acc);
+        off += f16(x[b].m) * s[b] + f16(x[b + 1].m) * s[b + 1];
+    }
+    float sum = hsum16(acc);
+    if (b < nb) {
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q4(x[b].qs),
+                                              _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
+        sum += f16(x[b].d) * d[b] * hsum8(_mm256_cvtepi32_ps(p));
+        off += f16(x[b].m) * s[b];
+    }
+    return sum + off;
+}
+
+static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
+{
+    const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+    for (int64_t b = 0; b < n / GT_CPU_QK; b++) {
+        const float *xb = x + b * GT_CPU_QK;
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        const __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+        const __mmask16 bad = _mm512_cmp_ps_mask(a0, fmax, _CMP_NLE_UQ) |
+                              _mm512_cmp_ps_mask(a1, fmax, _CMP_NLE_UQ);
+        if (bad) {
+            memset(q + b * GT_CPU_QK, 0, GT_CPU_QK);
+            d[b] = s[b] = NAN;
+            continue;
+        }
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+        const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        const __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)(q + b * GT_CPU_QK), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + b * GT_CPU_QK + 16), _mm512_cvtsepi32_epi8(i1));
+        d[b] = amax / 127.0f;
+        s[b] = d[b] * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    }
+}
+
+static T_512 float dot_f32(const float *a, const float *b, int64_t n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
+    }
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    }
+    return hsum16(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+static T_512 float fdot_f32(const void *w, const float *x, int64_t n) { return dot_f32(w, x, n); }
+
+static inline T_512 __m512 load16_f16(const uint16_t *h)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
+static inline T_512 __m512 load16_bf16(const uint16_t *h)
+{
+    const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+static T_512 float fdot_f16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *h = w;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(load16_f16(h + i), _mm512_loadu_ps(x + i), s0);
+        s1 = _mm512_fmadd_ps(load16_f16(h + i + 16), _mm512_loadu_ps(x + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(load16_f16(h + i), _mm512_loadu_ps(x + i), s0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + i));
+        s1 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + i), s1);
+    }
+    return hsum16(_mm512_add_ps(s0, s1));
+}
+
+static T_512 float fdot_bf16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *h = w;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(load16_bf16(h + i), _mm512_loadu_ps(x + i), s0);
+        s1 = _mm512_fmadd_ps(load16_bf16(h + i + 16), _mm512_loadu_ps(x + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(load16_bf16(h + i), _mm512_loadu_ps(x + i), s0);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h + i));
+        const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+        s1 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + i), s1);
+    }
+    return hsum16(_mm512_add_ps(s0, s1));
+}
+
+static inline T_512 __m512 exp16(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    /* scalef multiplies by 2^n without building exponent bits by hand */
+    return _mm512_scalef_ps(p, n);
+}
+
+static T_512 float exp_sub_sum(float *x, int64_t n, float m)
+{
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        _mm512_storeu_ps(x + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        acc = _mm512_mask_add_ps(acc, k, acc, e);
+    }
+    return hsum16(acc);
+}
+
+static T_512 void silu_mul(const float *a, const float *b, float *t, int64_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(a + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 num = _mm512_mul_ps(x, _mm512_loadu_ps(b + i));
+        _mm512_storeu_ps(t + i, _mm512_div_ps(num, _mm512_add_ps(one, e)));
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(k, a + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 num = _mm512_mul_ps(x, _mm512_maskz_loadu_ps(k, b + i));
+        _mm512_mask_storeu_ps(t + i, k, _mm512_div_ps(num, _mm512_add_ps(one, e)));
+    }
+}
+
+static T_512 void axpy(float a, const float *x, float *y, int64_t n)
+{
+    const __m512 va = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i),
+                                                        _mm512_maskz_loadu_ps(k, y + i)));
+    }
+}
+
+static T_512 float sum_sq(const float *x, int64_t n) { return dot_f32(x, x, n); }
+
+bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
+{
+    if (!gt_cpu_kernels_avx2(k))
+        return false;
+    k->name = "avx512";
+    k->quantize_act = quantize_act;
+    k->qdot[GT_TYPE_Q8_0] = qdot_q8_0;
+    k->qdot[GT_TYPE_Q4_0] = qdot_q4_0;
+    k->qdot[GT_TYPE_Q4_1] = qdot_q4_1;
+    k->fdot[GT_TYPE_F32] = fdot_f32;
+    k->fdot[GT_TYPE_F16] = fdot_f16;
+    k->fdot[GT_TYPE_BF16] = fdot_bf16;
+    k->dot_f32 = dot_f32;
+    k->axpy = axpy;
+    k->sum_sq = sum_sq;
+    k->exp_sub_sum = exp_sub_sum;
+    k->silu_mul = silu_mul;
+    return true;
+}
+
+#else
+
+bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
+{
+    (void)k;
+    return false;
+}
+
+#endif

@@ -1,0 +1,162 @@
+/* cpu_matmul.c: MUL_MAT, t[i,j] = sum_k w[j,k] * x[i,k], straight from the
+ * weight's own blocks.
+ *
+ * Two paths, chosen per node by the number of activation rows n_tok:
+ *
+ * Dot path (decode, small batches, or no BLAS). Weight bytes dominate, so
+ * each weight row is read once per node and dotted with every activation
+ * row while it sits in L1. For Q8_0/Q4_0/Q4_1 weights the activations are
+ * first quantized to 8-bit blocks (all threads share one copy, split by
+ * rows, then a barrier) and the dot products are integer (cpu_kernels_*.c);
+ * F32/F16/BF16 weights use float dots against the F32 activations. Weight
+ * rows are handed out in chunks, each thread starting at its own chunk and
+ * then stealing with one atomic add per chunk: about four chunks per thread
+ * keeps the atomics negligible while a thread slowed by a neighbour process
+ * does not hold everyone up.
+ *
+ * BLAS path (prefill: n_tok >= blas_min_batch). A tile of weight rows is
+ * dequantized into the thread's own scratch (never the whole matrix: the
+ * tile is capped at TILE_BYTES) and multiplied with cblas_sgemm against all
+ * activation rows, writing the tile's output columns in place (ldc = n_out).
+ * Each thread runs its own single-threaded sgemm (OpenBLAS is set to one
+ * thread at init), so the pool, not the BLAS, owns the cores: no
+ * oversubscription, and dequantization overlaps other threads' sgemm. Tiles
+ * are sized so there are about two per thread: fewer calls means fewer
+ * re-packings of the activation matrix inside the BLAS. F32 weights go to
+ * sgemm in place, no copy at all. */
+#include "cpu.h"
+
+#include <string.h>
+
+/* Upper bound on one thread's dequantized tile. */
+#define TILE_BYTES (4u << 20)
+/* Weight rows dotted with all activation rows before moving on (L1 reuse). */
+#define DOT_ROW_BLOCK 16
+
+static bool use_blas(const gt_cpu_ctx *c, const gt_tensor *t)
+{
+    return c->blas.sgemm && t->src[1]->ne[1] >= c->blas_min_batch;
+}
+
+static int64_t tile_rows(int64_t n_out, int64_t k, int nth)
+{
+    int64_t cap = (int64_t)(TILE_BYTES / (sizeof(float) * (size_t)k));
+    cap = cap < 16 ? 16 : cap / 16 * 16;
+    int64_t rows = (n_out + 2 * nth - 1) / (2 * nth);
+    rows = (rows + 15) / 16 * 16;
+    return rows < cap ? rows : cap;
+}
+
+static size_t act_row_bytes(int64_t k)
+{
+    return (size_t)k + 2 * sizeof(float) * (size_t)(k / GT_CPU_QK);
+}
+
+void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act_bytes,
+                            size_t *thread_floats)
+{
+    const gt_tensor *w = t->src[0];
+    const int64_t k = w->ne[0];
+    *act_bytes = 0;
+    *thread_floats = 0;
+    if (use_blas(c, t)) {
+        if (w->type != GT_TYPE_F32)
+            *thread_floats = (size_t)(tile_rows(w->ne[1], k, c->n_threads) * k);
+    } else if (c->k.qdot[w->type]) {
+        *act_bytes = act_row_bytes(k) * (size_t)t->src[1]->ne[1];
+    }
+}
+
+/* Next chunk for this thread: first its own, then whatever is left. */
+static inline int64_t next_chunk(atomic_int *counter, int64_t *mine, int nth)
+{
+    const int64_t c = *mine;
+    *mine = (int64_t)atomic_fetch_add_explicit(counter, 1, memory_order_relaxed) + nth;
+    return c;
+}
+
+static void mul_mat_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    const gt_tensor *w = t->src[0], *x = t->src[1];
+    const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
+    const size_t wrow = gt_tensor_row_bytes(w);
+    const char *wbase = gt_tensor_host(w);
+    const float *xa = gt_cpu_f32(x);
+    float *out = gt_cpu_f32(t);
+    float *tile = c->tscratch[ith];
+    const int64_t rows_per = tile_rows(n_out, k, nth);
+    const int64_t n_tiles = (n_out + rows_per - 1) / rows_per;
+    int64_t mine = ith;
+    for (int64_t ti = next_chunk(counter, &mine, nth); ti < n_tiles; ti = next_chunk(counter, &mine, nth)) {
+        const int64_t r0 = ti * rows_per;
+        const int64_t rows = n_out - r0 < rows_per ? n_out - r0 : rows_per;
+        const float *wt;
+        if (w->type == GT_TYPE_F32) {
+            wt = (const float *)(wbase + (size_t)r0 * wrow);
+        } else {
+            for (int64_t r = 0; r < rows; r++)
+                c->k.dequant[w->type](wbase + (size_t)(r0 + r) * wrow, tile + r * k, k);
+            wt = tile;
+        }
+        c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_TRANS, (int)n_tok, (int)rows, (int)k,
+                      1.0f, xa, (int)k, wt, (int)k, 0.0f, out + r0, (int)n_out);
+    }
+}
+
+static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    const gt_tensor *w = t->src[0], *x = t->src[1];
+    const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
+    const size_t wrow = gt_tensor_row_bytes(w);
+    const char *wbase = gt_tensor_host(w);
+    const float *xa = gt_cpu_f32(x);
+    float *out = gt_cpu_f32(t);
+    const gt_cpu_qdot_fn qdot = c->k.qdot[w->type];
+    const gt_cpu_fdot_fn fdot = c->k.fdot[w->type];
+    const int64_t nb = k / GT_CPU_QK;
+
+    /* Layout of the shared quantized activations: all q rows, then d, then s. */
+    int8_t *aq = c->act;
+    float *ad = (float *)(aq + (size_t)n_tok * (size_t)k);
+    float *as = ad + n_tok * nb;
+    if (qdot) {
+        int64_t i0, i1;
+        gt_cpu_split(n_tok, ith, nth, &i0, &i1);
+        for (int64_t i = i0; i < i1; i++)
+            c->k.quantize_act(xa + i * k, k, aq + i * k, ad + i * nb, as + i * nb);
+        gt_cpu_barrier(c->pool);
+    }
+
+    const int64_t n_chunks = nth == 1 ? 1 : (int64_t)nth * 4;
+    int64_t per = (n_out + n_chunks - 1) / n_chunks;
+    per = per < DOT_ROW_BLOCK ? DOT_ROW_BLOCK : per;
+    const int64_t n_real = (n_out + per - 1) / per;
+    int64_t mine = ith;
+    for (int64_t ci = next_chunk(counter, &mine, nth); ci < n_real; ci = next_chunk(counter, &mine, nth)) {
+        const int64_t c0 = ci * per, c1 = c0 + per < n_out ? c0 + per : n_out;
+        for (int64_t r0 = c0; r0 < c1; r0 += DOT_ROW_BLOCK) {
+            const int64_t r1 = r0 + DOT_ROW_BLOCK < c1 ? r0 + DOT_ROW_BLOCK : c1;
+            for (int64_t i = 0; i < n_tok; i++) {
+                float *o = out + i * n_out;
+                if (qdot) {
+                    const int8_t *q = aq + i * k;
+                    const float *d = ad + i * nb, *s = as + i * nb;
+                    for (int64_t r = r0; r < r1; r++)
+                        o[r] = qdot(wbase + (size_t)r * wrow, q, d, s, nb);
+                } else {
+                    const float *xi = xa + i * k;
+                    for (int64_t r = r0; r < r1; r++)
+                        o[r] = fdot(wbase + (size_t)r * wrow, xi, k);
+                }
+            }
+        }
+    }
+}
+
+void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+{
+    if (use_blas(c, t))
+        mul_mat_blas(c, t, counter, ith, nth);
+    else
+        mul_mat_dot(c, t, counter, ith, nth);
+}

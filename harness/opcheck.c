@@ -1,0 +1,589 @@
+/* opcheck.c: the op-conformance engine (see opcheck.h).
+ *
+ * A case is one node with up to three leaf inputs. Its inputs are generated
+ * once from (seed, case number), so the target and the reference see the
+ * same bytes, then the case is run on each backend through the vtable only:
+ *   - every buffer has GUARD bytes of a known pattern before and after the
+ *     tensor (which therefore also sits at a non-zero offset); afterwards
+ *     the guards must be intact and inputs that are not outputs unchanged;
+ *   - weights (src0 of MUL_MAT and GET_ROWS) come in through
+ *     buffer_from_host, the way a session maps them; everything else through
+ *     buffer_alloc + upload;
+ *   - outputs are pre-filled with NaN bytes, so an element a backend forgets
+ *     to write shows up as non-finite; KV cache rows past the filled part
+ *     are NaN too, so attention that reads beyond its rows is caught;
+ *   - in-place forms (output = src0's storage) are run for the ops that
+ *     allow them.
+ * The metric is NMSE = sum (a-b)^2 / sum b^2 with b the reference output;
+ * any NaN/Inf in a is a failure regardless.
+ *
+ * Thresholds (why each value):
+ *   KV_STORE          0      a copy: must be bit exact.
+ *   GET_ROWS          1e-12  dequantization of one value is one or two
+ *                            float roundings (an FMA may differ by 1 ulp).
+ *   ADD, MUL          1e-12  one float rounding vs the double reference:
+ *                            NMSE <= eps^2 ~ 4e-15.
+ *   RMS_NORM, ROPE,   1e-10  a few roundings plus sin/cos/exp/sqrt of a
+ *   SILU_MUL                 few ulp (fast vector exp approximations).
+ *   ATTENTION         1e-8   float dot products, softmax and a weighted sum
+ *                            over up to ~600 keys: relative error ~sqrt(n)*eps.
+ *   MUL_MAT f32/f16/  1e-8   float accumulation over K <= 1536 (the weight
+ *           bf16             values themselves convert exactly): ~sqrt(K)*eps.
+ *   MUL_MAT q8_0/     5e-4   backends may quantize activations to 8-bit
+ *           q4_0/q4_1        blocks of 32 (GGML-style integer dots). That
+ *                            rounding is uniform with step amax/127, variance
+ *                            step^2/12 ~ 3e-5 of the signal for Gaussian
+ *                            blocks, which is the NMSE it causes; 5e-4 leaves
+ *                            >10x margin while a real bug (wrong scale,
+ *                            nibble order, block offset) gives >= 1e-2. */
+#include "opcheck.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+#define GUARD_BYTE(i) ((unsigned char)(0xA5 ^ (i)))
+#define MAX_CASES 1024
+
+enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE };
+enum { ALIAS_NONE, ALIAS_SRC0, ALIAS_CACHE };
+
+typedef struct oc_src {
+    gt_type type;
+    int64_t ne0, ne1;
+    int fill;
+    int64_t param; /* FILL_IDS: table rows; FILL_CACHE: rows filled (rest NaN) */
+} oc_src;
+
+typedef struct oc_case {
+    gt_op op;
+    gt_type type; /* what the case is "for": the weight type, or f32 */
+    int n_src;
+    oc_src src[3];
+    int64_t out_ne0, out_ne1;
+    int alias;
+    int32_t ip[6];
+    float fp[2];
+    double threshold;
+    char desc[96];
+} oc_case;
+
+typedef struct oc_list {
+    oc_case *c;
+    int n;
+    int op_filter, type_filter;
+} oc_list;
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static const gt_type WEIGHT_TYPES[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
+                                       GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
+#define N_WEIGHT_TYPES (int)(sizeof WEIGHT_TYPES / sizeof WEIGHT_TYPES[0])
+
+static bool quantized(gt_type t)
+{
+    const gt_type_traits *tr = gt_type_info(t);
+    return tr && tr->block_size > 1;
+}
+
+static oc_case *add(oc_list *l, gt_op op, gt_type type)
+{
+    if ((l->op_filter >= 0 && l->op_filter != (int)op) ||
+        (l->type_filter >= 0 && l->type_filter != (int)type) || l->n >= MAX_CASES)
+        return NULL;
+    oc_case *c = &l->c[l->n++];
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    c->type = type;
+    return c;
+}
+
+static oc_src S(gt_type type, int64_t ne0, int64_t ne1, int fill, int64_t param)
+{
+    return (oc_src){type, ne0, ne1, fill, param};
+}
+
+static void cases_get_rows(oc_list *l)
+{
+    static const int64_t ks[] = {37, 64, 1024}, ids[] = {1, 7, 64};
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int ii = 0; ii < 3; ii++) {
+                const gt_type t = WEIGHT_TYPES[ti];
+                if (quantized(t) && ks[ki] % 32)
+                    continue;
+                oc_case *c = add(l, GT_OP_GET_ROWS, t);
+                if (!c)
+                    continue;
+                c->n_src = 2;
+                c->src[0] = S(t, ks[ki], 100, FILL_WEIGHT, 0);
+                c->src[1] = S(GT_TYPE_I32, 1, ids[ii], FILL_IDS, 100);
+                c->out_ne0 = ks[ki], c->out_ne1 = ids[ii];
+                c->threshold = 1e-12;
+                snprintf(c->desc, sizeof c->desc, "k=%lld,rows=100,ids=%lld", (long long)ks[ki],
+                         (long long)ids[ii]);
+            }
+}
+
+static void cases_mul_mat(oc_list *l)
+{
+    static const int64_t shapes[][2] = {{32, 1},   {64, 33},   {96, 67},  {256, 1000},
+                                        {576, 129}, {1536, 96}, {37, 19},  {100, 65}};
+    static const int64_t batches[] = {1, 2, 7, 64, 512};
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+                const gt_type t = WEIGHT_TYPES[ti];
+                const int64_t k = shapes[si][0], n = shapes[si][1], m = batches[bi];
+                if (quantized(t) && k % 32)
+                    continue;
+                oc_case *c = add(l, GT_OP_MUL_MAT, t);
+                if (!c)
+                    continue;
+                c->n_src = 2;
+                c->src[0] = S(t, k, n, FILL_WEIGHT, 0);
+                c->src[1] = S(GT_TYPE_F32, k, m, FILL_GAUSS, 0);
+                c->out_ne0 = n, c->out_ne1 = m;
+                c->threshold = quantized(t) ? 5e-4 : 1e-8;
+                snprintf(c->desc, sizeof c->desc, "k=%lld,n_out=%lld,batch=%lld", (long long)k,
+                         (long long)n, (long long)m);
+            }
+}
+
+/* ADD, MUL, SILU_MUL, RMS_NORM: rows x cols, each also in place. */
+static void cases_elementwise(oc_list *l)
+{
+    static const int64_t shapes[][2] = {{37, 1}, {576, 2}, {1000, 7}, {100, 64}};
+    static const gt_op ops[] = {GT_OP_ADD, GT_OP_MUL, GT_OP_SILU_MUL, GT_OP_RMS_NORM};
+    for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                const int64_t n = shapes[si][0], rows = shapes[si][1];
+                oc_case *c = add(l, ops[oi], GT_TYPE_F32);
+                if (!c)
+                    continue;
+                c->src[0] = S(GT_TYPE_F32, n, rows, FILL_GAUSS, 0);
+                c->n_src = ops[oi] == GT_OP_RMS_NORM ? 1 : 2;
+                if (ops[oi] == GT_OP_MUL)
+                    c->src[1] = S(GT_TYPE_F32, n, 1, FILL_NORMW, 0);
+                else
+                    c->src[1] = S(GT_TYPE_F32, n, rows, FILL_GAUSS, 0);
+                c->out_ne0 = n, c->out_ne1 = rows;
+                c->alias = inplace ? ALIAS_SRC0 : ALIAS_NONE;
+                c->fp[0] = 1e-5f;
+                c->threshold = ops[oi] == GT_OP_ADD || ops[oi] == GT_OP_MUL ? 1e-12 : 1e-10;
+                snprintf(c->desc, sizeof c->desc, "n=%lld,rows=%lld%s", (long long)n,
+                         (long long)rows, inplace ? ",in-place" : "");
+            }
+}
+
+/* Inputs of mean square 1e-6 against eps = 1e-5: a backend that drops or
+ * misplaces eps is off by a factor of ~3 here, not by 5e-6 as with unit data. */
+static void cases_rms_small(oc_list *l)
+{
+    oc_case *c = add(l, GT_OP_RMS_NORM, GT_TYPE_F32);
+    if (!c)
+        return;
+    c->n_src = 1;
+    c->src[0] = S(GT_TYPE_F32, 576, 3, FILL_SMALL, 0);
+    c->out_ne0 = 576, c->out_ne1 = 3;
+    c->fp[0] = 1e-5f;
+    c->threshold = 1e-10;
+    snprintf(c->desc, sizeof c->desc, "n=576,rows=3,tiny inputs");
+}
+
+static void cases_rope(oc_list *l)
+{
+    /* n_heads, head_dim, rope_dim, pos0, mode, rows, base */
+    static const struct { int nh, hd, rd, pos0, mode, rows; float base; } r[] = {
+        {4, 64, 64, 0, 0, 1, 10000.0f},   {3, 64, 32, 17, 1, 7, 10000.0f},
+        {9, 64, 64, 1000, 1, 64, 100000.0f}, {2, 48, 48, 5, 0, 2, 10000.0f},
+        {3, 64, 64, 2040, 0, 7, 1000000.0f}, {1, 18, 10, 3, 1, 512, 10000.0f},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            oc_case *c = add(l, GT_OP_ROPE, GT_TYPE_F32);
+            if (!c)
+                continue;
+            const int64_t n = (int64_t)r[i].nh * r[i].hd;
+            c->n_src = 1;
+            c->src[0] = S(GT_TYPE_F32, n, r[i].rows, FILL_GAUSS, 0);
+            c->out_ne0 = n, c->out_ne1 = r[i].rows;
+            c->alias = inplace ? ALIAS_SRC0 : ALIAS_NONE;
+            const int32_t ip[6] = {r[i].nh, r[i].hd, r[i].rd, r[i].pos0, r[i].mode, 0};
+            memcpy(c->ip, ip, sizeof ip);
+            c->fp[0] = r[i].base;
+            c->threshold = 1e-10;
+            snprintf(c->desc, sizeof c->desc, "heads=%d,hd=%d,rot=%d,pos0=%d,%s,rows=%d,base=%g%s",
+                     r[i].nh, r[i].hd, r[i].rd, r[i].pos0, r[i].mode ? "neox" : "norm", r[i].rows,
+                     (double)r[i].base, inplace ? ",in-place" : "");
+        }
+}
+
+static void cases_kv_store(oc_list *l)
+{
+    static const int64_t dims[] = {192, 37};
+    static const int64_t at[][2] = {{0, 1}, {17, 7}, {100, 64}, {88, 512}};
+    for (int di = 0; di < 2; di++)
+        for (int ai = 0; ai < 4; ai++) {
+            oc_case *c = add(l, GT_OP_KV_STORE, GT_TYPE_F32);
+            if (!c)
+                continue;
+            const int64_t n_ctx = 600;
+            c->n_src = 2;
+            c->src[0] = S(GT_TYPE_F32, dims[di], at[ai][1], FILL_GAUSS, 0);
+            c->src[1] = S(GT_TYPE_F32, dims[di], n_ctx, FILL_GAUSS, 0);
+            c->out_ne0 = dims[di], c->out_ne1 = at[ai][1];
+            c->alias = ALIAS_CACHE;
+            c->ip[0] = (int32_t)at[ai][0];
+            c->threshold = 0.0;
+            snprintf(c->desc, sizeof c->desc, "kv_dim=%lld,pos0=%lld,rows=%lld,n_ctx=%lld",
+                     (long long)dims[di], (long long)at[ai][0], (long long)at[ai][1],
+                     (long long)n_ctx);
+        }
+}
+
+static void cases_attention(oc_list *l)
+{
+    static const struct { int nh, nkv, hd, pos0, rows; } a[] = {
+        {4, 4, 64, 0, 1},  {9, 3, 64, 0, 1},  {9, 3, 64, 100, 1}, {8, 2, 64, 5, 7},
+        {4, 2, 17, 0, 64}, {6, 2, 40, 30, 64}, {9, 3, 64, 0, 512}, {4, 1, 64, 200, 16},
+        {2, 2, 32, 0, 2},  {3, 3, 64, 37, 100},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
+        if (!c)
+            continue;
+        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
+        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
+        c->n_src = 3;
+        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
+        c->src[1] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
+        c->src[2] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
+        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
+        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, 0, 0};
+        memcpy(c->ip, ip, sizeof ip);
+        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
+        c->threshold = 1e-8;
+        snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d", a[i].nh,
+                 a[i].nkv, a[i].hd, a[i].pos0, a[i].rows);
+    }
+}
+
+/* ---- inputs ----------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0; }
+
+static float gauss(uint64_t *s)
+{
+    return (float)(sqrt(-2.0 * log(uniform(s))) * cos(6.283185307179586 * uniform(s)));
+}
+
+static size_t src_bytes(const oc_src *s) { return gt_row_size(s->type, s->ne0) * (size_t)s->ne1; }
+
+/* Fills one input; returns NULL when out of memory. */
+static void *make_input(const oc_src *s, uint64_t seed)
+{
+    const size_t bytes = src_bytes(s);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        return NULL;
+    const int64_t n = s->ne0 * s->ne1;
+    if (s->fill == FILL_IDS) {
+        int32_t *ids = p;
+        for (int64_t i = 0; i < n; i++)
+            ids[i] = (int32_t)(splitmix(&seed) % (uint64_t)s->param);
+        return p;
+    }
+    float *f = s->type == GT_TYPE_F32 ? p : malloc(sizeof(float) * (size_t)n);
+    if (!f) {
+        free(p);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t row = i / s->ne0;
+        f[i] = s->fill == FILL_NORMW ? 1.0f + 0.25f * gauss(&seed)
+             : s->fill == FILL_SMALL ? 1e-3f * gauss(&seed)
+             : s->fill == FILL_CACHE && row >= s->param ? NAN
+                                                        : gauss(&seed);
+    }
+    if (f != p) {
+        const size_t rb = gt_row_size(s->type, s->ne0);
+        for (int64_t r = 0; r < s->ne1; r++)
+            gt_quantize_row(s->type, f + r * s->ne0, (char *)p + (size_t)r * rb, s->ne0);
+        free(f);
+    }
+    return p;
+}
+
+/* ---- running one case on one backend ------------------------------------------ */
+
+typedef struct oc_run {
+    gt_buffer *buf[4];   /* src0..2, output (NULL when aliased) */
+    unsigned char *wrap; /* host bytes behind a buffer_from_host weight */
+    size_t size[4];
+} oc_run;
+
+static void fill_guards(unsigned char *p, size_t body)
+{
+    for (size_t i = 0; i < GUARD; i++) {
+        p[i] = GUARD_BYTE(i);
+        p[GUARD + body + i] = GUARD_BYTE(i);
+    }
+}
+
+static bool guards_ok(const unsigned char *p, size_t body)
+{
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[i] != GUARD_BYTE(i) || p[GUARD + body + i] != GUARD_BYTE(i))
+            return false;
+    return true;
+}
+
+static void run_free(gt_backend *be, oc_run *r)
+{
+    for (int i = 0; i < 4; i++)
+        if (r->buf[i])
+            be->iface->buffer_free(r->buf[i]);
+    free(r->wrap);
+    memset(r, 0, sizeof *r);
+}
+
+/* A buffer of GUARD + body + GUARD bytes holding `body` (NULL: NaN bytes). */
+static int make_buffer(gt_backend *be, const void *body, size_t n, bool wrap, oc_run *r, int slot,
+                       gt_err *err)
+{
+    const size_t total = n + 2 * GUARD;
+    unsigned char *stage = malloc(total);
+    if (!stage)
+        return gt_err_set(err, "out of memory staging %zu bytes", total);
+    fill_guards(stage, n);
+    if (body)
+        memcpy(stage + GUARD, body, n);
+    else
+        memset(stage + GUARD, 0xFF, n); /* all-ones floats are NaN */
+    r->size[slot] = total;
+    if (wrap) {
+        r->wrap = stage;
+        return be->iface->buffer_from_host(be, stage, total, &r->buf[slot], err);
+    }
+    int rc = be->iface->buffer_alloc(be, total, &r->buf[slot], err);
+    if (rc == 0)
+        rc = be->iface->upload(r->buf[slot], 0, stage, total, err);
+    free(stage);
+    return rc;
+}
+
+/* 0: ran, *out holds the compared floats; 1: failed (why); -1: error. */
+static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float **out,
+                    size_t *out_n, char *why, size_t why_len, gt_err *err)
+{
+    oc_run r = {0};
+    gt_tensor src[3], t;
+    unsigned char *back = NULL;
+    int rc = -1;
+    *out = NULL;
+    memset(src, 0, sizeof src);
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < c->n_src; i++) {
+        const bool wrap = i == 0 && (c->op == GT_OP_MUL_MAT || c->op == GT_OP_GET_ROWS);
+        if (make_buffer(be, in[i], src_bytes(&c->src[i]), wrap, &r, i, err) != 0)
+            goto done;
+        snprintf(src[i].name, sizeof src[i].name, "src%d", i);
+        src[i].type = c->src[i].type;
+        src[i].ne[0] = c->src[i].ne0, src[i].ne[1] = c->src[i].ne1;
+        src[i].buf = r.buf[i];
+        src[i].offset = GUARD;
+        t.src[i] = &src[i];
+    }
+    snprintf(t.name, sizeof t.name, "out");
+    t.type = GT_TYPE_F32;
+    t.ne[0] = c->out_ne0, t.ne[1] = c->out_ne1;
+    t.op = c->op;
+    memcpy(t.iparams, c->ip, sizeof t.iparams);
+    memcpy(t.fparams, c->fp, sizeof t.fparams);
+    if (c->alias == ALIAS_SRC0) {
+        t.buf = r.buf[0], t.offset = GUARD;
+    } else if (c->alias == ALIAS_CACHE) {
+        t.buf = r.buf[1];
+        t.offset = GUARD + (size_t)c->ip[0] * gt_row_size(GT_TYPE_F32, c->src[1].ne0);
+    } else {
+        if (make_buffer(be, NULL, gt_tensor_bytes(&t), false, &r, 3, err) != 0)
+            goto done;
+        t.buf = r.buf[3], t.offset = GUARD;
+    }
+    gt_tensor *node = &t;
+    const gt_graph g = {&node, 1};
+    gt_err cerr = {{0}};
+    if (be->iface->compute(be, &g, &cerr) != 0) {
+        snprintf(why, why_len, "compute failed: %s", cerr.msg);
+        rc = 1;
+        goto done;
+    }
+    /* Every buffer: guards intact; pure inputs unchanged. */
+    const int result_slot = c->alias == ALIAS_SRC0 ? 0 : c->alias == ALIAS_CACHE ? 1 : 3;
+    for (int i = 0; i < 4; i++) {
+        if (!r.buf[i])
+            continue;
+        free(back);
+        back = malloc(r.size[i]);
+        if (!back) {
+            gt_err_set(err, "out of memory");
+            goto done;
+        }
+        if (be->iface->download(r.buf[i], 0, back, r.size[i], err) != 0)
+            goto done;
+        const size_t body = r.size[i] - 2 * GUARD;
+        if (!guards_ok(back, body)) {
+            snprintf(why, why_len, "guard bytes around %s overwritten", i == 3 ? "the output" : src[i].name);
+            rc = 1;
+            goto done;
+        }
+        if (i != result_slot && memcmp(back + GUARD, in[i], body) != 0) {
+            snprintf(why, why_len, "input %s was modified", src[i].name);
+            rc = 1;
+            goto done;
+        }
+        if (i == result_slot) {
+            *out_n = body / sizeof(float);
+            *out = malloc(body ? body : 1);
+            if (!*out) {
+                gt_err_set(err, "out of memory");
+                goto done;
+            }
+            memcpy(*out, back + GUARD, body);
+        }
+    }
+    rc = 0;
+done:
+    free(back);
+    run_free(be, &r);
+    return rc;
+}
+
+/* ---- judging ------------------------------------------------------------------- */
+
+static int judge(const oc_case *c, gt_backend *target, gt_backend *ref, uint64_t seed,
+                 char *line, size_t line_len, gt_err *err)
+{
+    void *in[3] = {NULL, NULL, NULL};
+    float *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    char why[1200] = "";
+    int verdict = -1; /* -1 error, 0 ok, 1 fail */
+    for (int i = 0; i < c->n_src; i++) {
+        uint64_t s = seed * 0x100000001B3ull + (uint64_t)i * 0x9E37u + 1;
+        in[i] = make_input(&c->src[i], s);
+        if (!in[i]) {
+            gt_err_set(err, "out of memory generating inputs");
+            goto done;
+        }
+    }
+    gt_err rerr = {{0}};
+    char rwhy[1200] = "";
+    const int rr = run_case(ref, c, in, &b, &nb, rwhy, sizeof rwhy, &rerr);
+    if (rr != 0) {
+        gt_err_set(err, "reference backend on %s(%s): %s", gt_op_name(c->op), c->desc,
+                   rr < 0 ? rerr.msg : rwhy);
+        goto done;
+    }
+    const int tr = run_case(target, c, in, &a, &na, why, sizeof why, err);
+    if (tr < 0)
+        goto done;
+    if (tr == 1) {
+        snprintf(line, line_len, "FAIL (%s)", why);
+        verdict = 1;
+        goto done;
+    }
+    if (na != nb) {
+        snprintf(line, line_len, "FAIL (%zu values vs %zu)", na, nb);
+        verdict = 1;
+        goto done;
+    }
+    /* Caches hold NaN rows on purpose; compare only what the reference has finite. */
+    double se = 0.0, sb = 0.0;
+    for (size_t i = 0; i < na; i++) {
+        if (!isfinite(b[i]))
+            continue;
+        if (!isfinite(a[i])) {
+            snprintf(line, line_len, "FAIL (non-finite %g at element %zu, reference %g)", (double)a[i], i,
+                     (double)b[i]);
+            verdict = 1;
+            goto done;
+        }
+        const double d = (double)a[i] - b[i];
+        se += d * d;
+        sb += (double)b[i] * b[i];
+    }
+    const double nmse = sb > 0 ? se / sb : se;
+    if (nmse <= c->threshold) {
+        snprintf(line, line_len, "OK %.2e", nmse);
+        verdict = 0;
+    } else {
+        snprintf(line, line_len, "FAIL (nmse %.3e vs threshold %.1e)", nmse, c->threshold);
+        verdict = 1;
+    }
+done:
+    for (int i = 0; i < 3; i++)
+        free(in[i]);
+    free(a);
+    free(b);
+    return verdict;
+}
+
+int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
+                opcheck_counts *counts, gt_err *err)
+{
+    oc_list l = {calloc(MAX_CASES, sizeof(oc_case)), 0, o->op, o->type};
+    if (!l.c)
+        return gt_err_set(err, "out of memory");
+    cases_get_rows(&l);
+    cases_elementwise(&l);
+    cases_rms_small(&l);
+    cases_mul_mat(&l);
+    cases_rope(&l);
+    cases_kv_store(&l);
+    cases_attention(&l);
+    int rc = 0;
+    for (int i = 0; i < l.n; i++) {
+        const oc_case *c = &l.c[i];
+        char line[1400], why[512] = "";
+        int verdict;
+        if (!target->iface->supports(target, c->op, c->type, why, sizeof why)) {
+            snprintf(line, sizeof line, "unsupported (%s)", why[0] ? why : "no reason given");
+            counts->unsupported++;
+            verdict = 2;
+        } else if (!ref->iface->supports(ref, c->op, c->type, why, sizeof why)) {
+            snprintf(line, sizeof line, "unsupported by the reference (%s)", why);
+            counts->unsupported++;
+            verdict = 2;
+        } else {
+            verdict = judge(c, target, ref, o->seed * 7919u + (uint64_t)i, line, sizeof line, err);
+            if (verdict < 0) {
+                rc = -1;
+                break;
+            }
+            if (verdict == 0)
+                counts->ok++;
+            else
+                counts->fail++;
+        }
+        if (o->out && (!o->failures_only || verdict == 1)) {
+            char name[160];
+            snprintf(name, sizeof name, "%s(%s)", gt_op_name(c->op), c->desc);
+            fprintf(o->out, "  %-58s %-5s %s\n", name, gt_type_name(c->type), line);
+            fflush(o->out);
+        }
+    }
+    free(l.c);
+    return rc;
+}
