@@ -1,0 +1,195 @@
+/* gate.c: see gate.h. */
+#include "gate.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "status.h"
+
+typedef struct policy {
+    unsigned allowed;
+    double perf_pct; /* <0 off */
+} policy;
+
+static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
+{
+    p->allowed = GT_ST_BIT(GT_ST_PASS) | GT_ST_BIT(GT_ST_XFAIL) | GT_ST_BIT(GT_ST_SKIP);
+    p->perf_pct = -1;
+    char *mj, *gj;
+    if (gt_db_run_texts(db, run_id, &mj, &gj, err) != 0)
+        return -1;
+    free(mj);
+    cJSON *g = gj ? cJSON_Parse(gj) : NULL;
+    free(gj);
+    const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(g, "allowed");
+    if (cJSON_IsArray(allowed)) {
+        p->allowed = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, allowed)
+        {
+            gt_status st;
+            if (cJSON_IsString(a) && gt_status_from_name(a->valuestring, &st) == 0)
+                p->allowed |= GT_ST_BIT(st);
+        }
+    }
+    const cJSON *pct = cJSON_GetObjectItemCaseSensitive(g, "perf_regression_pct");
+    if (cJSON_IsNumber(pct))
+        p->perf_pct = pct->valuedouble;
+    cJSON_Delete(g);
+    return 0;
+}
+
+static void allowed_list(unsigned mask, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int s = GT_ST_PASS; s < GT_ST_COUNT; s++)
+        if (mask & GT_ST_BIT(s)) {
+            size_t len = strlen(out);
+            snprintf(out + len, cap - len, "%s%s", len ? ", " : "", gt_status_name(s));
+        }
+}
+
+static const char *col(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : "";
+}
+
+/* Prints the failing checks and out-of-tolerance metrics of one cell. */
+static void explain(gt_db *db, int64_t cell, FILE *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "SELECT suite, check_name, status, message FROM results WHERE cell = ?"
+                           " AND status IN ('fail','error') ORDER BY seq",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, cell);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            fprintf(out, "    check  %s.%s: %s: %s\n", col(st, 0), col(st, 1), col(st, 2),
+                    col(st, 3));
+        sqlite3_finalize(st);
+    }
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "SELECT suite, name, value, unit, comparator, tolerance FROM metrics"
+                           " WHERE cell = ? AND verdict = 'fail' ORDER BY seq",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, cell);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            fprintf(out, "    metric %s.%s = %.6g %s, tolerance %s %.6g\n", col(st, 0),
+                    col(st, 1), sqlite3_column_double(st, 2), col(st, 3), col(st, 4),
+                    sqlite3_column_double(st, 5));
+        sqlite3_finalize(st);
+    }
+}
+
+/* Regressions of one cell's regress-flagged metrics against the baseline. */
+static int regressions(gt_db *db, int64_t cell, const char *cell_id, gt_db *base,
+                       int64_t base_run, double pct, bool required, FILE *out)
+{
+    sqlite3_stmt *cur, *bst;
+    int n = 0;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "SELECT suite, name, value, unit, better FROM metrics WHERE cell = ?"
+                           " AND regress = 1 AND better != 0 AND value IS NOT NULL",
+                           -1, &cur, NULL) != SQLITE_OK)
+        return 0;
+    if (sqlite3_prepare_v2(gt_db_sqlite(base),
+                           "SELECT m.value FROM metrics m JOIN cells c ON m.cell = c.id"
+                           " WHERE c.run_id = ? AND c.cell_id = ? AND m.suite = ? AND m.name = ?"
+                           " AND m.value IS NOT NULL",
+                           -1, &bst, NULL) != SQLITE_OK) {
+        sqlite3_finalize(cur);
+        return 0;
+    }
+    sqlite3_bind_int64(cur, 1, cell);
+    while (sqlite3_step(cur) == SQLITE_ROW) {
+        double v = sqlite3_column_double(cur, 2);
+        int better = sqlite3_column_int(cur, 4);
+        sqlite3_reset(bst);
+        sqlite3_bind_int64(bst, 1, base_run);
+        sqlite3_bind_text(bst, 2, cell_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(bst, 3, col(cur, 0), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(bst, 4, col(cur, 1), -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(bst) != SQLITE_ROW)
+            continue;
+        double b = sqlite3_column_double(bst, 0);
+        if (b == 0)
+            continue;
+        double change = (v - b) / fabs(b) * 100.0; /* + = higher */
+        double worse = better > 0 ? -change : change;
+        if (worse > pct) {
+            fprintf(out, "%s %s: %s.%s = %.6g %s, baseline %.6g (%.1f%% worse, limit %.1f%%)\n",
+                    required ? "REGRESSION" : "regression (optional cell)", cell_id, col(cur, 0),
+                    col(cur, 1), v, col(cur, 3), b, worse, pct);
+            n += required;
+        }
+    }
+    sqlite3_finalize(cur);
+    sqlite3_finalize(bst);
+    return n;
+}
+
+int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id, FILE *out,
+                 gt_err *err)
+{
+    policy p;
+    if (read_policy(db, run_id, &p, err) != 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "SELECT id, cell_id, status, required, COALESCE(reason, '')"
+                           " FROM cells WHERE run_id = ? ORDER BY idx",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_err_set(err, "%s: %s", gt_db_path(db), sqlite3_errmsg(gt_db_sqlite(db)));
+    sqlite3_bind_int64(st, 1, run_id);
+    int counts[GT_ST_COUNT] = {0}, n = 0, bad = 0, regress = 0, optional_bad = 0;
+    char allowed[200];
+    allowed_list(p.allowed, allowed, sizeof allowed);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        n++;
+        int64_t cell = sqlite3_column_int64(st, 0);
+        const char *id = col(st, 1);
+        gt_status s = GT_ST_PENDING;
+        gt_status_from_name(col(st, 2), &s);
+        bool required = sqlite3_column_int(st, 3) != 0;
+        counts[s]++;
+        if (!(p.allowed & GT_ST_BIT(s))) {
+            if (required) {
+                bad++;
+                fprintf(out, "FAIL %s: %s%s%s (allowed: %s)\n", id,
+                        s == GT_ST_PENDING ? "not run" : gt_status_name(s),
+                        col(st, 4)[0] ? ": " : "", col(st, 4), allowed);
+                explain(db, cell, out);
+            } else {
+                optional_bad++;
+            }
+        }
+        if (base_db && base_run_id > 0 && p.perf_pct >= 0 &&
+            (s == GT_ST_PASS || s == GT_ST_XPASS))
+            regress += regressions(db, cell, id, base_db, base_run_id, p.perf_pct, required, out);
+    }
+    sqlite3_finalize(st);
+    char summary[400] = "";
+    for (int s = 0; s < GT_ST_COUNT; s++)
+        if (counts[s]) {
+            size_t len = strlen(summary);
+            snprintf(summary + len, sizeof summary - len, "%s%d %s", len ? ", " : "", counts[s],
+                     gt_status_name(s));
+        }
+    bool pass = bad == 0 && regress == 0 && n > 0;
+    fprintf(out, "gate: %s (%d cells: %s", pass ? "PASS" : "FAIL", n, n ? summary : "none");
+    if (optional_bad)
+        fprintf(out, "; %d optional cells not passing", optional_bad);
+    if (bad)
+        fprintf(out, "; %d required cells not in allowed statuses", bad);
+    if (regress)
+        fprintf(out, "; %d performance regressions", regress);
+    if (!base_db && p.perf_pct >= 0)
+        fprintf(out, "; no baseline, performance not compared");
+    fprintf(out, ")\n");
+    return pass ? 0 : 1;
+}

@@ -1,0 +1,28 @@
+/* gate.h: the release gate over a recorded run.
+ *
+ * Reads everything from the database: cells carry their "required" flag
+ * (decided by the matrix's gate patterns when the run was created) and the
+ * run carries its gate policy as written (allowed statuses, performance
+ * regression threshold), so a merged database can be gated again later
+ * without the matrix file (`gauntlet db gate`).
+ *
+ * The gate passes when every required cell has an allowed status (default:
+ * pass, xfail, skip) and, with a baseline, no regress-flagged metric of a
+ * required cell got worse than the threshold. Each failure is printed: the
+ * cell, its status and reason, every failing check and every metric outside
+ * its tolerance with value and bound. */
+#ifndef GT_GATE_H
+#define GT_GATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "db.h"
+#include "gt/error.h"
+
+/* 0 pass, 1 fail, -1 error. base may be NULL (no baseline); base_db may be
+ * db itself. */
+int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id, FILE *out,
+                 gt_err *err);
+
+#endif

@@ -1,0 +1,42 @@
+/* status.h: the outcome vocabulary shared by the matrix, worker, runner,
+ * database and gate.
+ *
+ * A cell ends in exactly one status. Checks inside a cell (one suite's one
+ * assertion) use the subset pass/fail/skip/error. The strings are what the
+ * database stores and reports print, so they never change meaning:
+ *   pass     every check passed and every metric is inside its tolerance
+ *   fail     a check failed or a metric is outside its tolerance
+ *   xfail    it failed (or crashed, timed out, errored) and the matrix says it
+ *            is expected to: a documented limitation
+ *   xpass    expected to fail, but passed: the expectation is stale
+ *   skip     not run, with a reason (no device, unsupported op/type, artifact
+ *            missing, excluded by expectation)
+ *   error    the harness could not judge the cell (bad artifact, quantize
+ *            failed, suite error): neither a pass nor a verdict on the backend
+ *   crash    the worker process died on a signal
+ *   timeout  the worker ran past the cell's timeout and was killed
+ *   pending  recorded but not finished (a run in progress or interrupted);
+ *            never a final status */
+#ifndef GT_STATUS_H
+#define GT_STATUS_H
+
+typedef enum gt_status {
+    GT_ST_PENDING = 0,
+    GT_ST_PASS,
+    GT_ST_FAIL,
+    GT_ST_XFAIL,
+    GT_ST_XPASS,
+    GT_ST_SKIP,
+    GT_ST_ERROR,
+    GT_ST_CRASH,
+    GT_ST_TIMEOUT,
+    GT_ST_COUNT
+} gt_status;
+
+#define GT_ST_BIT(s) (1u << (unsigned)(s))
+
+const char *gt_status_name(gt_status s);
+/* Returns 0 and sets *out, or -1 for a name that is not a status. */
+int gt_status_from_name(const char *name, gt_status *out);
+
+#endif

@@ -1,0 +1,159 @@
+/* verdict.c: see verdict.h. */
+#include "verdict.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+void gt_signal_describe(int sig, char *out, size_t cap)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    const char *desc = strsignal(sig);
+    if (abbrev)
+        snprintf(out, cap, "SIG%s (%s)", abbrev, desc ? desc : "?");
+    else
+        snprintf(out, cap, "signal %d", sig);
+}
+
+void gt_log_tail(const char *log, int n, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!log || cap == 0)
+        return;
+    const char *end = log + strlen(log);
+    const char *starts[16];
+    int found = 0;
+    const char *p = end;
+    if (n > 16)
+        n = 16;
+    while (p > log && found < n) {
+        const char *line_end = p;
+        while (line_end > log && (line_end[-1] == '\n' || line_end[-1] == '\r'))
+            line_end--;
+        const char *line_start = line_end;
+        while (line_start > log && line_start[-1] != '\n')
+            line_start--;
+        if (line_end > line_start)
+            starts[found++] = line_start;
+        p = line_start;
+    }
+    for (int i = found - 1; i >= 0; i--) {
+        const char *s = starts[i];
+        size_t len = strcspn(s, "\r\n");
+        size_t have = strlen(out);
+        snprintf(out + have, cap - have, "%s%.*s", have ? " | " : "", (int)len, s);
+    }
+}
+
+static const char *sget(const cJSON *o, const char *k)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(n) ? n->valuestring : "";
+}
+
+static double nget(const cJSON *o, const char *k)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(n) ? n->valuedouble : NAN;
+}
+
+/* Raw status from the worker's lines (it exited normally). */
+static gt_status from_lines(const gt_outcome *o, char *reason, size_t cap)
+{
+    bool done = false;
+    const cJSON *first_fail = NULL, *first_error = NULL, *skip = NULL;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, o->lines)
+    {
+        const char *t = sget(l, "t");
+        if (!strcmp(t, "done"))
+            done = true;
+        else if (!strcmp(t, "skip") && !skip)
+            skip = l;
+        else if (!strcmp(t, "result") && !strcmp(sget(l, "status"), "error") && !first_error)
+            first_error = l;
+        else if (((!strcmp(t, "result") && !strcmp(sget(l, "status"), "fail")) ||
+                  (!strcmp(t, "metric") && !strcmp(sget(l, "verdict"), "fail"))) &&
+                 !first_fail)
+            first_fail = l;
+    }
+    if (skip) {
+        snprintf(reason, cap, "%s", sget(skip, "reason"));
+        return GT_ST_SKIP;
+    }
+    if (first_error) {
+        snprintf(reason, cap, "%s.%s: %s", sget(first_error, "suite"), sget(first_error, "check"),
+                 sget(first_error, "message"));
+        return GT_ST_ERROR;
+    }
+    if (!done) {
+        char tail[400];
+        gt_log_tail(o->log, 3, tail, sizeof tail);
+        snprintf(reason, cap, "worker exited with code %d before finishing%s%s", o->code,
+                 tail[0] ? "; last log: " : "", tail);
+        return GT_ST_ERROR;
+    }
+    if (first_fail) {
+        if (!strcmp(sget(first_fail, "t"), "metric"))
+            snprintf(reason, cap, "%s.%s = %.6g %s (tolerance %s %.6g)", sget(first_fail, "suite"),
+                     sget(first_fail, "name"), nget(first_fail, "value"),
+                     sget(first_fail, "unit"), sget(first_fail, "comparator"),
+                     nget(first_fail, "tolerance"));
+        else
+            snprintf(reason, cap, "%s.%s: %s", sget(first_fail, "suite"),
+                     sget(first_fail, "check"), sget(first_fail, "message"));
+        return GT_ST_FAIL;
+    }
+    if (o->bad_lines) {
+        snprintf(reason, cap, "worker wrote %d malformed result lines", o->bad_lines);
+        return GT_ST_ERROR;
+    }
+    reason[0] = '\0';
+    return GT_ST_PASS;
+}
+
+void gt_verdict_judge(const gt_outcome *o, double timeout_s, gt_status expected,
+                      const char *expect_reason, gt_status *raw, gt_status *final, char *reason,
+                      size_t cap)
+{
+    char why[1024], tail[512], sig[96];
+    gt_log_tail(o->log, 3, tail, sizeof tail);
+    switch (o->end) {
+    case GT_END_TIMEOUT:
+        *raw = GT_ST_TIMEOUT;
+        snprintf(why, sizeof why, "killed after the %.3gs timeout%s%s", timeout_s,
+                 tail[0] ? "; last log: " : "", tail);
+        break;
+    case GT_END_SIGNALED:
+        *raw = GT_ST_CRASH;
+        gt_signal_describe(o->sig, sig, sizeof sig);
+        snprintf(why, sizeof why, "%s%s%s", sig, tail[0] ? "; last log: " : "", tail);
+        break;
+    case GT_END_SPAWN:
+    case GT_END_NOT_RUN:
+        *raw = GT_ST_ERROR;
+        snprintf(why, sizeof why, "could not run a worker: %s", tail);
+        break;
+    case GT_END_EXITED:
+    default:
+        *raw = from_lines(o, why, sizeof why);
+        break;
+    }
+    *final = *raw;
+    if (expected == GT_ST_XFAIL) {
+        if (*raw == GT_ST_PASS) {
+            *final = GT_ST_XPASS;
+            snprintf(reason, cap, "expected to fail (%s) but passed", expect_reason);
+            return;
+        }
+        if (*raw == GT_ST_FAIL || *raw == GT_ST_ERROR || *raw == GT_ST_CRASH ||
+            *raw == GT_ST_TIMEOUT) {
+            *final = GT_ST_XFAIL;
+            snprintf(reason, cap, "expected: %s; got %s: %s", expect_reason,
+                     gt_status_name(*raw), why);
+            return;
+        }
+    }
+    snprintf(reason, cap, "%s", why);
+}

@@ -1,0 +1,188 @@
+/* suite.h: the interface between the harness and a test suite.
+ *
+ * A suite is a table entry (gt_suite) with a run function. The worker process
+ * of one matrix cell calls run() with a context describing the cell (model
+ * artifact, quant, backend, driver string, threads, seed), this tier's
+ * settings for the suite and the cell's resolved tolerances. The suite
+ * reports through the gt_suite_* helpers below; the worker turns each report
+ * into a JSON line on its result pipe and the parent process records it, so a
+ * suite never touches the database and never prints results to stdout. The
+ * parent records a cell in one transaction, all or nothing: a cell that
+ * crashes keeps its status (crash, with the signal and the last log lines),
+ * not a half of its checks.
+ *
+ * Adding a suite (functional, accuracy, performance, soak):
+ *   1. write suites/<name>.c defining `const gt_suite gt_suite_<name>`;
+ *   2. add it to the table in suites/suite.c;
+ *   3. list its metrics (gt_metric_def) and settings (gt_setting_def) so that
+ *      matrices naming them are validated, and tolerances can be set on them;
+ *   4. name it in a tier's "suites" in the matrix files (matrices/).
+ *
+ * Checks and metrics:
+ *   gt_suite_check(ctx, "finite", ok, "3 NaN in logits at step %d", i)
+ *       a named assertion: pass/fail with a message (why, with numbers).
+ *   gt_suite_metric(ctx, "load_ms", 12.5)
+ *       a measured value; its unit, direction and default tolerance come from
+ *       the suite's gt_metric_def; the matrix may override the tolerance per
+ *       quant or per cell ("smoke.load_ms": {"max": 5000}). The verdict is
+ *       pass/fail against the tolerance, or "info" when there is none.
+ * Any failed check or metric makes the cell fail; gt_suite_result(...,
+ * GT_ST_ERROR, ...) or returning -1 from run() makes it an error (the suite
+ * could not judge: missing data, harness trouble), which is not a verdict on
+ * the backend.
+ *
+ * The reference cache: outputs of the reference backend (logits over eval
+ * text, greedy continuations of a prompt set) are computed once per (model
+ * artifact sha256, quant, data hash, settings) and stored in the run
+ * database's ref_cache table, shared by all cells and runs:
+ *     char key[65];
+ *     gt_suite_ref_key(ctx, "greedy", data_hash, settings_json, key);
+ *     if (gt_suite_ref_get(ctx, key, &buf, &n) == 1) {   // absent
+ *         ... compute with gt_backend_open("reference", ...) ...
+ *         gt_suite_ref_put(ctx, key, "greedy tokens", buf, n);
+ *     }
+ * A put becomes visible to cells that start after this cell is recorded.
+ *
+ * Fault injection (tests only): GT_FAULT="kind[=arg]:cell-glob,..." in the
+ * environment. The worker itself handles segv, abort, hang and exit; a
+ * suite asks gt_suite_fault(ctx, "perturb-logits", &arg) for its own kinds
+ * (perturb-logits=X, leak=N, nondeterministic, ...). */
+#ifndef GT_SUITE_H
+#define GT_SUITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "gt/backend.h"
+#include "gt/error.h"
+#include "gt/model.h"
+#include "status.h"
+
+/* A metric a suite may report. Stored as "<suite>.<name>". */
+typedef struct gt_metric_def {
+    const char *name;      /* "load_ms" */
+    const char *unit;      /* "ms", "tok/s", "count", "ratio", ... */
+    int better;            /* +1 higher is better, -1 lower is better, 0 neither */
+    bool regress;          /* the gate compares it against a baseline run */
+    const char *tolerance; /* default tolerance as JSON, e.g. "{\"eq\": 0}", or NULL */
+    const char *doc;
+} gt_metric_def;
+
+typedef enum gt_setting_type {
+    GT_SET_INT,
+    GT_SET_NUM,
+    GT_SET_BOOL,
+    GT_SET_STR,
+    GT_SET_STRINGS, /* array of strings */
+} gt_setting_type;
+
+/* A tier setting a suite reads ("settings": {"smoke": {"n_tokens": 16}}). */
+typedef struct gt_setting_def {
+    const char *name;
+    gt_setting_type type;
+    const char *doc;
+} gt_setting_def;
+
+typedef struct gt_suite_ctx gt_suite_ctx;
+
+#define GT_SUITE_NEEDS_F32 1u /* wants ctx->f32_path (reference on f32 weights) */
+
+typedef struct gt_suite {
+    const char *name;
+    const char *description;
+    unsigned needs;
+    const gt_metric_def *metrics; /* terminated by {NULL} */
+    const gt_setting_def *settings; /* terminated by {NULL} */
+    /* Returns 0 when it ran to the end (checks may have failed), -1 when it
+     * could not (err filled; the cell becomes an error). */
+    int (*run)(gt_suite_ctx *ctx, gt_err *err);
+} gt_suite;
+
+/* What the worker provides; a suite uses the helpers below, not these. */
+typedef struct gt_suite_host {
+    void (*result)(void *hd, const char *suite, const char *check, gt_status st,
+                   const char *msg);
+    void (*metric)(void *hd, const char *suite, const gt_metric_def *def, double value,
+                   const char *comparator, double tolerance, gt_status verdict);
+    /* 0 = found (*data malloc'ed), 1 = absent, -1 = error */
+    int (*ref_get)(void *hd, const char *key, void **data, size_t *size, gt_err *err);
+    int (*ref_put)(void *hd, const char *key, const char *meta, const void *data, size_t size,
+                   gt_err *err);
+} gt_suite_host;
+
+struct gt_suite_ctx {
+    /* The cell. */
+    const char *cell_id;       /* "stories260k/q8_0/cpu/default" */
+    const char *tier;
+    const char *model_id, *quant, *backend_name, *driver_id;
+    const char *driver;        /* driver-profile setting string, NULL = default */
+    const char *model_path;    /* the artifact this cell runs (already quantized) */
+    const char *model_sha256;  /* of model_path */
+    const char *source_sha256; /* of the model file the matrix lists */
+    const char *f32_path;      /* f32 variant (GT_SUITE_NEEDS_F32), else NULL */
+    int device, n_threads;
+    uint64_t seed;
+    const char *data_dir;      /* suites/data */
+    /* This suite's tier settings (an object, maybe empty) and the cell's
+     * tolerances ({"smoke.load_ms": {"max": 5000}, ...}). */
+    const cJSON *settings;
+    const cJSON *tolerances;
+    const char *faults;        /* this cell's GT_FAULT entries, "kind[=arg],...", or "" */
+
+    /* Set by the worker. */
+    const gt_suite *suite;
+    const gt_suite_host *host;
+    void *host_data;
+    gt_backend *backend;       /* the cell's backend, opened once */
+    gt_model *model;           /* shared model, loaded on first gt_suite_model */
+    int n_failed;              /* failed checks/metrics so far in this cell */
+};
+
+/* The suite table. */
+const gt_suite *gt_suite_find(const char *name);
+int gt_suite_all(const gt_suite *const **out); /* returns the count */
+const gt_metric_def *gt_suite_metric_def(const gt_suite *s, const char *name);
+const gt_setting_def *gt_suite_setting_def(const gt_suite *s, const char *name);
+
+/* Reporting. */
+void gt_suite_result(gt_suite_ctx *c, const char *check, gt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* pass/fail by ok; returns ok. */
+bool gt_suite_check(gt_suite_ctx *c, const char *check, bool ok, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Judges value against the cell's tolerance for "<suite>.<name>" and reports
+ * it; returns the verdict (GT_ST_PASS, GT_ST_FAIL, or GT_ST_PENDING for
+ * "info": no tolerance). The name must be in the suite's metric table. */
+gt_status gt_suite_metric(gt_suite_ctx *c, const char *name, double value);
+/* Diagnostics to the cell's log (stderr of the worker, kept by the runner). */
+void gt_suite_log(gt_suite_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Settings of this tier for this suite, with defaults. */
+const cJSON *gt_suite_setting(const gt_suite_ctx *c, const char *name);
+int64_t gt_suite_int(const gt_suite_ctx *c, const char *name, int64_t def);
+double gt_suite_num(const gt_suite_ctx *c, const char *name, double def);
+bool gt_suite_bool(const gt_suite_ctx *c, const char *name, bool def);
+const char *gt_suite_str(const gt_suite_ctx *c, const char *name, const char *def);
+
+/* Whether GT_FAULT asks for kind in this cell; *arg gets "=X" (0 if none). */
+bool gt_suite_fault(const gt_suite_ctx *c, const char *kind, double *arg);
+
+/* The cell's model, loaded once per worker and shared by its suites. */
+int gt_suite_model(gt_suite_ctx *c, gt_model **out, gt_err *err);
+
+/* Reference cache (see above). data_hash identifies the input data (e.g.
+ * the sha256 of the prompt file); settings anything else that changes the
+ * outputs (n_tokens, n_ctx). */
+void gt_suite_ref_key(const gt_suite_ctx *c, const char *kind, const char *data_hash,
+                      const char *settings, char key[65]);
+int gt_suite_ref_get(gt_suite_ctx *c, const char *key, void **data, size_t *size, gt_err *err);
+int gt_suite_ref_put(gt_suite_ctx *c, const char *key, const char *meta, const void *data,
+                     size_t size, gt_err *err);
+
+/* Seconds on a monotonic clock. */
+double gt_suite_now(void);
+
+#endif
