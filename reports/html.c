@@ -1,0 +1,469 @@
+/* html.c: the HTML compatibility report for release reviews.
+ *
+ * One self-contained file: inline CSS and SVG, a few lines of optional JS,
+ * no external URL. The order is the order a reviewer asks questions in:
+ *   1. the header: which run (matrix, hash, tier, git sha, host, times) and
+ *      the gate's verdict with its reasons, as CI printed them;
+ *   2. against the baseline: new failures, fixes, performance regressions
+ *      and improvements beyond the threshold (before anything else, since
+ *      it is what changed);
+ *   3. the grid (model x quant by backend x driver), each cell linked to
+ *      its details;
+ *   4. known limitations (xfail reasons) and why cells were skipped, in
+ *      plain words;
+ *   5. environment: every backend, device, driver and version seen;
+ *   6. accuracy and performance across cells;
+ *   7. each cell's details: every check and metric with value, tolerance
+ *      and verdict, the reason, and the log of failures, crashes and
+ *      timeouts. Cells that need attention are open; passing ones folded.
+ * The markup is polyglot: HTML5 that is also well-formed XML (void
+ * elements closed, the script in CDATA), so `xmllint --noout` checks every
+ * report strictly, and a stray unescaped byte cannot hide.
+ * Every string from the database goes through gt_report_esc: worker logs
+ * are arbitrary bytes and must not become markup. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "html.h"
+#include "status.h"
+
+#define E(s) gt_report_esc(f, (s))
+
+static void fact(FILE *f, const char *k, const char *v, bool mono)
+{
+    fprintf(f, "<dt>%s</dt><dd%s>", k, mono ? " class=\"mono\"" : "");
+    E(v[0] ? v : "-");
+    fputs("</dd>", f);
+}
+
+static void header(FILE *f, const gt_rep_run *r)
+{
+    char t0[40], t1[40], id[32], dur[40];
+    gt_report_time(r->started_at, t0, sizeof t0);
+    gt_report_time(r->finished_at, t1, sizeof t1);
+    snprintf(id, sizeof id, "%lld", (long long)r->id);
+    if (r->finished_at > r->started_at && r->started_at > 0)
+        snprintf(dur, sizeof dur, "%.0f s", r->finished_at - r->started_at);
+    else
+        snprintf(dur, sizeof dur, "-");
+    fputs("<header class=\"top\"><div class=\"title\"><h1>Compatibility report: ", f);
+    E(r->matrix_name);
+    fputs(" <span class=\"sub\">/ ", f);
+    E(r->tier);
+    fputs("</span></h1><div class=\"sub\">gauntlet ", f);
+    E(r->tool_version);
+    fputs(" &#183; run ", f);
+    E(id);
+    fputs(" (", f);
+    E(r->status);
+    fputs(")</div><dl class=\"facts\">", f);
+    fact(f, "run key", r->run_key, true);
+    fact(f, "git sha", r->git_sha, true);
+    fact(f, "matrix", r->matrix_name, false);
+    fact(f, "matrix sha256", r->matrix_sha256, true);
+    fact(f, "tier", r->tier, false);
+    fact(f, "host", r->host, false);
+    fact(f, "started", t0, false);
+    fact(f, "finished", t1, false);
+    fact(f, "duration", dur, false);
+    fact(f, "database", r->db_path, true);
+    fputs("</dl></div>", f);
+    const char *cls = r->gate == 0 ? "pass" : r->gate == 1 ? "fail" : "none";
+    const char *txt = r->gate == 0   ? "&#10003; GATE PASS"
+                      : r->gate == 1 ? "&#10007; GATE FAIL"
+                                     : "GATE NOT EVALUATED";
+    fprintf(f, "<div class=\"verdict %s\">%s</div></header>\n", cls, txt);
+}
+
+static void summary(FILE *f, const gt_rep_run *r)
+{
+    fputs("<section id=\"summary\"><div class=\"chips\">", f);
+    fprintf(f, "<span class=\"st\" style=\"border-color:#555\">%d cells</span>", r->n);
+    for (int s = 0; s < GT_ST_COUNT; s++) {
+        if (!r->counts[s])
+            continue;
+        fprintf(f, "<span class=\"st st-%s\">%s %d %s</span>", gt_status_name(s),
+                gt_report_icon(gt_status_name(s)), r->counts[s], gt_status_name(s));
+    }
+    fputs("</div>\n", f);
+    if (r->n_cells > r->n)
+        fprintf(f, "<p class=\"callout\">This run recorded %d of the %d cells its tier plans "
+                   "(a shard, or cells not added yet).</p>\n",
+                r->n, r->n_cells);
+    if (strcmp(r->status, "complete") != 0)
+        fprintf(f, "<p class=\"callout\">The run is <b>%s</b>: cells still pending were not "
+                   "judged.</p>\n",
+                strcmp(r->status, "running") == 0 ? "still running" : "interrupted");
+    fputs("<h3>Gate</h3>", f);
+    if (r->gate_text[0]) {
+        fputs("<pre>", f);
+        E(r->gate_text);
+        fputs("</pre>\n", f);
+    } else {
+        fputs("<p class=\"sub\">The gate was not evaluated.</p>\n", f);
+    }
+    fputs("</section>\n", f);
+}
+
+static void delta_rows(FILE *f, const gt_rep_diff *d, gt_rep_change kind, const char *title,
+                       const char *cls)
+{
+    int n = 0;
+    for (int i = 0; i < d->n_status; i++)
+        n += d->status[i].kind == kind;
+    if (!n)
+        return;
+    fprintf(f, "<div class=\"callout %s\"><h3>%s (%d)</h3><table class=\"sortable\"><thead><tr>"
+               "<th>cell</th><th>baseline</th><th>now</th><th>reason</th></tr></thead><tbody>\n",
+            cls, title, n);
+    char href[32];
+    for (int i = 0; i < d->n_status; i++) {
+        const gt_rep_status_delta *s = &d->status[i];
+        if (s->kind != kind)
+            continue;
+        fputs("<tr><td>", f);
+        if (s->cur)
+            gt_html_cell_link(f, s->cur);
+        else
+            E(s->base->cell_id);
+        fputs("</td><td>", f);
+        if (s->base)
+            gt_html_badge(f, s->base->status, NULL, NULL);
+        else
+            fputs("<span class=\"sub\">(not in baseline)</span>", f);
+        fputs("</td><td>", f);
+        if (s->cur) {
+            gt_html_cell_href(href, sizeof href, s->cur);
+            gt_html_badge(f, s->cur->status, href, NULL);
+        } else {
+            fputs("<span class=\"sub\">(not in this run)</span>", f);
+        }
+        fputs("</td><td>", f);
+        const gt_rep_cell *c = s->cur ? s->cur : s->base;
+        gt_report_esc_n(f, c->reason, 400);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</tbody></table></div>\n", f);
+}
+
+static void perf_rows(FILE *f, const gt_rep_diff *d, bool regressions)
+{
+    int n = regressions ? d->n_regress : d->n_improve;
+    if (!n)
+        return;
+    fprintf(f, "<div class=\"callout %s\"><h3>Performance %s beyond %.1f%% (%d)</h3>"
+               "<table class=\"sortable\"><thead><tr><th>cell</th><th>metric</th>"
+               "<th class=\"num\">baseline</th><th class=\"num\">now</th>"
+               "<th class=\"num\">change</th></tr></thead><tbody>\n",
+            regressions ? "" : "good", regressions ? "regressions" : "improvements",
+            d->threshold_pct, n);
+    int shown = 0;
+    for (int i = 0; i < d->n_perf && shown < 500; i++) {
+        const gt_rep_metric_delta *m = &d->perf[i];
+        if (m->regression != regressions)
+            continue;
+        char label[256], a[32], b[32];
+        gt_report_metric_label(m->m, label, sizeof label);
+        gt_report_num(m->bm->value, a, sizeof a);
+        gt_report_num(m->m->value, b, sizeof b);
+        fputs("<tr><td>", f);
+        gt_html_cell_link(f, m->cur);
+        fputs("</td><td class=\"mono\">", f);
+        E(label);
+        fprintf(f, "</td><td class=\"num\">%s ", a);
+        E(m->m->unit);
+        fprintf(f, "</td><td class=\"num\">%s ", b);
+        E(m->m->unit);
+        fprintf(f, "</td><td class=\"num\" data-v=\"%.3f\">%s %+.1f%%</td></tr>\n", m->change_pct,
+                regressions ? "&#9660; worse" : "&#9650; better", m->change_pct);
+        shown++;
+    }
+    fputs("</tbody></table>", f);
+    if (n > shown)
+        fprintf(f, "<p>&#8230; and %d more (see the JSON report).</p>", n - shown);
+    fputs("</div>\n", f);
+}
+
+static void baseline(FILE *f, const gt_rep_diff *d)
+{
+    const gt_rep_run *b = d->base;
+    char t0[40];
+    gt_report_time(b->started_at, t0, sizeof t0);
+    fprintf(f, "<section id=\"baseline\"><h2>Against the baseline</h2><p>Baseline: run %lld "
+               "(<span class=\"mono\">",
+            (long long)b->id);
+    E(b->run_key);
+    fputs("</span>), git <span class=\"mono\">", f);
+    E(b->git_sha);
+    fprintf(f, "</span>, started %s, from <span class=\"mono\">", t0);
+    E(b->db_path);
+    fprintf(f, "</span>. <b>%d new failures</b>, <b>%d fixed</b>, %d other status changes; "
+               "<b>%d performance regressions</b> and %d improvements beyond %.1f%%.</p>\n",
+            d->n_new_fail, d->n_fix,
+            d->n_status - d->n_new_fail - d->n_fix, d->n_regress, d->n_improve,
+            d->threshold_pct);
+    if (!d->n_status && !d->n_perf)
+        fputs("<p class=\"callout good\">Nothing changed beyond the threshold.</p>\n", f);
+    delta_rows(f, d, GT_CH_NEW_FAILURE, "New failures", "");
+    perf_rows(f, d, true);
+    delta_rows(f, d, GT_CH_FIX, "Fixed", "good");
+    perf_rows(f, d, false);
+    delta_rows(f, d, GT_CH_STATUS, "Other status changes", "info");
+    delta_rows(f, d, GT_CH_ADDED, "Cells added to the matrix", "info");
+    delta_rows(f, d, GT_CH_REMOVED, "Cells no longer in the matrix", "info");
+    fputs("</section>\n", f);
+}
+
+static void limitations(FILE *f, const gt_rep_run *r)
+{
+    fputs("<section id=\"limitations\"><h2>Known limitations</h2>\n", f);
+    int n = 0;
+    for (int i = 0; i < r->n; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        if (strcmp(c->expected, "xfail") != 0 && strcmp(c->status, "xfail") != 0)
+            continue;
+        if (n++ == 0)
+            fputs("<p>Combinations documented as not working (expected to fail). They do not "
+                  "fail the gate; an <b>xpass</b> means the limitation may be gone and the "
+                  "matrix should be updated.</p><ul>\n",
+                  f);
+        fputs("<li>", f);
+        gt_html_cell_link(f, c);
+        fputs(" ", f);
+        gt_html_badge(f, c->status, NULL, NULL);
+        fputs(": ", f);
+        E(c->expect_reason[0] ? c->expect_reason : "no reason given in the matrix");
+        fputs("</li>\n", f);
+    }
+    fputs(n ? "</ul>\n" : "<p class=\"sub\">None: the matrix documents no expected failures "
+                          "in this run.</p>\n",
+          f);
+    int s = 0;
+    for (int i = 0; i < r->n; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        if (strcmp(c->status, "skip") != 0)
+            continue;
+        if (s++ == 0)
+            fputs("<h3>Skipped cells</h3><table class=\"sortable\"><thead><tr><th>cell</th>"
+                  "<th>reason</th></tr></thead><tbody>\n",
+                  f);
+        fputs("<tr><td>", f);
+        gt_html_cell_link(f, c);
+        fputs("</td><td>", f);
+        E(c->reason[0] ? c->reason : c->expect_reason[0] ? c->expect_reason : "no reason recorded");
+        fputs("</td></tr>\n", f);
+    }
+    if (s)
+        fputs("</tbody></table>\n", f);
+    fputs("</section>\n", f);
+}
+
+static void environment(FILE *f, const gt_rep_run *r)
+{
+    fputs("<section id=\"environment\"><h2>Environment</h2>\n", f);
+    if (!r->n_devices) {
+        fputs("<p class=\"sub\">No device was recorded (no cell reached a backend).</p>", f);
+    } else {
+        fputs("<table class=\"sortable\"><thead><tr><th>backend</th><th>driver profile</th>"
+              "<th>device</th><th>kind</th><th>driver</th><th>driver version</th>"
+              "<th class=\"num\">memory</th><th>host</th><th>details</th></tr></thead><tbody>\n",
+              f);
+        for (int i = 0; i < r->n_devices; i++) {
+            const gt_rep_device *d = &r->devices[i];
+            const char *v[] = {d->backend, d->driver_profile, d->name, d->kind, d->driver,
+                               d->driver_version};
+            fputs("<tr>", f);
+            for (int k = 0; k < 6; k++) {
+                fputs("<td>", f);
+                E(v[k]);
+                fputs("</td>", f);
+            }
+            if (d->memory >= 0)
+                fprintf(f, "<td class=\"num\" data-v=\"%lld\">%.1f GiB</td>",
+                        (long long)d->memory, (double)d->memory / (1024.0 * 1024 * 1024));
+            else
+                fputs("<td class=\"num\">-</td>", f);
+            fputs("<td>", f);
+            E(d->host);
+            fputs("</td><td class=\"mono\">", f);
+            gt_report_esc_n(f, d->extra, 400);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</tbody></table>\n", f);
+    }
+    fputs("</section>\n", f);
+}
+
+static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delta *delta)
+{
+    bool attention = strcmp(c->status, "pass") != 0 && strcmp(c->status, "skip") != 0;
+    fprintf(f, "<details class=\"cell\" id=\"c%lld\" data-st=\"", (long long)c->id);
+    E(c->status);
+    fprintf(f, "\"%s><summary>", attention ? " open=\"open\"" : "");
+    gt_html_badge(f, c->status, NULL, NULL);
+    fputs(" <span class=\"mono\">", f);
+    E(c->cell_id);
+    fputs("</span>", f);
+    if (!c->required)
+        fputs(" <span class=\"sub\">(optional)</span>", f);
+    if (delta && delta->base) {
+        fputs(" <span class=\"sub\">", f);
+        E(gt_report_change_name(delta->kind));
+        fputs(", baseline: ", f);
+        E(delta->base->status);
+        fputs("</span>", f);
+    } else if (delta) {
+        fputs(" <span class=\"sub\">(not in baseline)</span>", f);
+    }
+    fputs("</summary>\n<p class=\"kv\">", f);
+    const char *kv[][2] = {{"model", c->model},       {"quant", c->quant},
+                           {"backend", c->backend},   {"driver", c->driver},
+                           {"device", c->device},     {"host", c->host},
+                           {"expected", c->expected}, {"raw status", c->raw_status}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        if (!kv[i][1][0])
+            continue;
+        fprintf(f, "%s <b>", kv[i][0]);
+        E(kv[i][1]);
+        fputs("</b> &#183; ", f);
+    }
+    fprintf(f, "%s &#183; %.2f s &#183; %d attempt%s</p>\n", c->required ? "required" : "optional",
+            c->duration_s, c->attempts, c->attempts == 1 ? "" : "s");
+    if (c->reason[0]) {
+        fputs("<p><b>Reason:</b> ", f);
+        E(c->reason);
+        fputs("</p>\n", f);
+    }
+    if (c->expect_reason[0]) {
+        fputs("<p><b>Expected to ", f);
+        E(c->expected);
+        fputs(":</b> ", f);
+        E(c->expect_reason);
+        fputs("</p>\n", f);
+    }
+    if (c->n_checks) {
+        fputs("<table><thead><tr><th>suite</th><th>check</th><th>verdict</th><th>message</th>"
+              "</tr></thead><tbody>\n",
+              f);
+        for (int k = 0; k < c->n_checks; k++) {
+            const gt_rep_check *x = &c->checks[k];
+            bool bad = strcmp(x->status, "pass") != 0 && strcmp(x->status, "skip") != 0;
+            fprintf(f, "<tr%s><td>", bad ? " class=\"bad\"" : "");
+            E(x->suite);
+            fputs("</td><td class=\"mono\">", f);
+            E(x->name);
+            fputs("</td><td>", f);
+            gt_html_badge(f, x->status, NULL, NULL);
+            fputs("</td><td>", f);
+            E(x->message);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</tbody></table>\n", f);
+    }
+    if (c->n_metrics) {
+        fputs("<table><thead><tr><th>metric</th><th class=\"num\">value</th><th>unit</th>"
+              "<th>tolerance</th><th>verdict</th></tr></thead><tbody>\n",
+              f);
+        for (int k = 0; k < c->n_metrics; k++) {
+            const gt_rep_metric *m = &c->metrics[k];
+            char label[256], v[32], t[32];
+            gt_report_metric_label(m, label, sizeof label);
+            gt_report_num(m->value, v, sizeof v);
+            gt_report_num(m->tolerance, t, sizeof t);
+            bool bad = !strcmp(m->verdict, "fail");
+            fprintf(f, "<tr%s><td class=\"mono\">", bad ? " class=\"bad\"" : "");
+            E(label);
+            fprintf(f, "</td><td class=\"num v\">%s</td><td>", m->has_value ? v : "&#8212;");
+            E(m->unit);
+            fputs("</td><td>", f);
+            if (m->has_tol) {
+                E(m->comparator);
+                fprintf(f, " %s", t);
+            } else {
+                fputs("<span class=\"sub\">none (info)</span>", f);
+            }
+            fputs("</td><td>", f);
+            gt_html_badge(f, !strcmp(m->verdict, "info") ? "skip" : m->verdict, NULL, NULL);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</tbody></table>\n", f);
+    }
+    if (!c->n_checks && !c->n_metrics)
+        fputs("<p class=\"sub\">No checks or metrics were recorded for this cell.</p>\n", f);
+    if (c->log[0] && (attention || gt_report_is_bad(c->status))) {
+        fputs("<h3>Log (tail)</h3><pre>", f);
+        E(c->log);
+        fputs("</pre>\n", f);
+    }
+    fputs("</details>\n", f);
+}
+
+int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\" xmlns=\"http://www.w3.org/1999/xhtml\"><head>"
+          "<meta charset=\"utf-8\"/>"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
+          "<title>gauntlet: ",
+          f);
+    E(r->matrix_name);
+    fputs(" / ", f);
+    E(r->tier);
+    fprintf(f, " run %lld: %s</title>\n<style>\n", (long long)r->id,
+            r->gate == 0 ? "PASS" : r->gate == 1 ? "FAIL" : "not gated");
+    fputs(gt_html_css, f);
+    fputs("</style></head><body>\n", f);
+    header(f, r);
+    fputs("<nav class=\"toc\"><a href=\"#summary\">Summary</a>", f);
+    if (d)
+        fputs("<a href=\"#baseline\">Against the baseline</a>", f);
+    fputs("<a href=\"#grid\">Grid</a><a href=\"#limitations\">Known limitations</a>"
+          "<a href=\"#environment\">Environment</a><a href=\"#accuracy\">Accuracy</a>"
+          "<a href=\"#performance\">Performance</a><a href=\"#cells\">Cell details</a></nav>\n",
+          f);
+    summary(f, r);
+    if (d)
+        baseline(f, d);
+    fputs("<section id=\"grid\"><h2>Compatibility grid</h2>\n<p class=\"sub\">Rows: model "
+          "&#215; quantization. Columns: backend &#215; driver profile. Each cell links to its "
+          "details; hover for the reason. Faded labels are optional cells (not gated).</p>\n",
+          f);
+    gt_html_legend(f);
+    fputs("<div id=\"filters\" data-statuses=\"[", f);
+    bool first = true;
+    for (int s = 0; s < GT_ST_COUNT; s++)
+        if (r->counts[s]) {
+            fprintf(f, "%s&quot;%s&quot;", first ? "" : ",", gt_status_name(s));
+            first = false;
+        }
+    fputs("]\"></div>\n", f);
+    if (gt_html_grid(f, r, d, err) != 0)
+        return -1;
+    fputs("</section>\n", f);
+    limitations(f, r);
+    environment(f, r);
+    fputs("<section id=\"accuracy\"><h2>Accuracy</h2>\n", f);
+    gt_html_accuracy(f, r);
+    fputs("</section>\n<section id=\"performance\"><h2>Performance</h2>\n", f);
+    gt_html_performance(f, r);
+    fputs("</section>\n<section id=\"cells\"><h2>Cell details</h2>\n<p class=\"sub\">Cells that "
+          "need attention are open; click a passing cell to see its checks and metrics.</p>\n",
+          f);
+    /* Only changed cells carry a baseline note, and the diff lists them. */
+    const gt_rep_status_delta **delta = calloc((size_t)(r->n ? r->n : 1), sizeof *delta);
+    if (!delta)
+        return gt_err_set(err, "out of memory");
+    for (int i = 0; d && i < d->n_status; i++)
+        if (d->status[i].cur)
+            delta[d->status[i].cur - r->cells] = &d->status[i];
+    for (int i = 0; i < r->n; i++)
+        cell_details(f, &r->cells[i], delta[i]);
+    free(delta);
+    fputs("</section>\n<footer>Generated by gauntlet ", f);
+    E(r->tool_version);
+    fputs(" from ", f);
+    E(r->db_path);
+    fputs(". Self-contained: no external resources.</footer>\n<script>//<![CDATA[\n", f);
+    fputs(gt_html_js, f);
+    fputs("//]]></script>\n</body></html>\n", f);
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* html.h: what the HTML report's files share (private to reports/).
+ *
+ * html.c writes the document, its header, baseline changes, limitations,
+ * environment and the per-cell details; html_grid.c the compatibility grid
+ * and legend; html_charts.c the accuracy table and the performance charts
+ * (inline SVG); html_assets.c the inlined CSS and JS. */
+#ifndef GT_HTML_H
+#define GT_HTML_H
+
+#include <stdio.h>
+
+#include "report.h"
+
+extern const char gt_html_css[];
+extern const char gt_html_js[];
+
+/* <a class="st st-fail" href="#c12">✗ fail</a> (href NULL: a <span>). */
+void gt_html_badge(FILE *f, const char *status, const char *href, const char *extra_class);
+/* The anchor of a cell's details: "c<cells.id>". */
+void gt_html_cell_href(char *out, size_t cap, const gt_rep_cell *c);
+/* A link to a cell's details, its text the cell id. */
+void gt_html_cell_link(FILE *f, const gt_rep_cell *c);
+
+void gt_html_legend(FILE *f);
+int gt_html_grid(FILE *f, const gt_rep_run *r, const gt_rep_diff *d, gt_err *err);
+void gt_html_accuracy(FILE *f, const gt_rep_run *r);
+void gt_html_performance(FILE *f, const gt_rep_run *r);
+
+#endif

@@ -1,0 +1,118 @@
+/* html_assets.c: the CSS and JavaScript inlined into every HTML report.
+ *
+ * Kept as C string constants (no build step, no external file to lose): the
+ * report must be one self-contained file a reviewer can mail or attach.
+ *
+ * Colours are the Okabe-Ito palette (safe for the common colour-vision
+ * deficiencies), used as light fills with dark text and a strong border,
+ * and every status also carries its name and a symbol, so nothing rests on
+ * colour alone and a black-and-white print still reads.
+ *
+ * The script only adds conveniences: status filters (inserted by the
+ * script, so there are no dead controls with JS off), sortable tables,
+ * opening a cell's details when its grid link is followed, and opening all
+ * details before printing. Everything is readable without it. */
+#include "html.h"
+
+const char gt_html_css[] =
+    ":root{--fg:#1b1b1b;--muted:#5c5c5c;--line:#d0d0d0;--bg:#fff;--soft:#f5f6f8;"
+    "--pass:#009E73;--pass-bg:#d5f0e5;--fail:#D55E00;--fail-bg:#fadac6;--err:#8a7a00;"
+    "--err-bg:#fff4a3;--crash-bg:#2b2b2b;--timeout:#0072B2;--timeout-bg:#d3e8f6;"
+    "--xfail:#b57700;--xfail-bg:#fde8bd;--xpass:#a4477e;--xpass-bg:#f3d9e9;--skip:#8c8c8c;"
+    "--skip-bg:#eeeeee}\n"
+    "*{box-sizing:border-box}\n"
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;"
+    "color:var(--fg);background:var(--bg);margin:0 auto;max-width:1500px;padding:0 24px 48px}\n"
+    "h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:32px 0 10px;padding-bottom:4px;"
+    "border-bottom:2px solid var(--line)}h3{font-size:15px;margin:18px 0 6px}\n"
+    "a{color:#0b5cad}code,pre,.mono{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,monospace;"
+    "font-size:12.5px}\n"
+    "pre{background:var(--soft);border:1px solid var(--line);padding:8px 10px;overflow:auto;"
+    "max-height:420px;white-space:pre-wrap;word-break:break-word}\n"
+    "header.top{display:flex;flex-wrap:wrap;gap:12px 32px;align-items:flex-start;"
+    "border-bottom:3px solid var(--fg);padding-bottom:12px}\n"
+    "header.top .title{flex:1 1 480px}.sub{color:var(--muted)}\n"
+    ".verdict{font-size:20px;font-weight:700;padding:10px 18px;border-radius:6px;border:3px solid}\n"
+    ".verdict.pass{background:var(--pass-bg);border-color:var(--pass)}"
+    ".verdict.fail{background:var(--fail-bg);border-color:var(--fail)}"
+    ".verdict.none{background:var(--skip-bg);border-color:var(--skip)}\n"
+    "dl.facts{display:grid;grid-template-columns:max-content 1fr max-content 1fr;gap:2px 14px;"
+    "margin:10px 0 0}dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;word-break:break-all}\n"
+    "nav.toc{margin:10px 0;display:flex;flex-wrap:wrap;gap:4px 16px}\n"
+    "table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid var(--line);"
+    "padding:3px 8px;text-align:left;vertical-align:top}th{background:var(--soft);font-weight:600}\n"
+    "td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+    "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#aaa}\n"
+    ".chips{display:flex;flex-wrap:wrap;gap:6px;margin:8px 0}\n"
+    ".st{display:inline-block;border:2px solid;border-radius:4px;padding:0 6px;font-weight:600;"
+    "white-space:nowrap;color:var(--fg);text-decoration:none}\n"
+    ".st-pass{background:var(--pass-bg);border-color:var(--pass)}"
+    ".st-fail{background:var(--fail-bg);border-color:var(--fail)}"
+    ".st-error{background:var(--err-bg);border-color:var(--err)}"
+    ".st-crash{background:var(--crash-bg);border-color:#000;color:#fff}"
+    ".st-timeout{background:var(--timeout-bg);border-color:var(--timeout)}"
+    ".st-xfail{background:var(--xfail-bg);border-color:var(--xfail);border-style:dashed}"
+    ".st-xpass{background:var(--xpass-bg);border-color:var(--xpass)}"
+    ".st-skip{background:var(--skip-bg);border-color:var(--skip);color:#444}"
+    ".st-pending{background:#fff;border-color:var(--skip);border-style:dotted}\n"
+    "table.grid td.g{padding:2px;text-align:center}table.grid td.g a.st{display:block;"
+    "min-width:84px}table.grid td.g a.st.opt{font-weight:400;opacity:.85}\n"
+    "table.grid td.none{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#f2f2f2 4px,"
+    "#f2f2f2 8px)}\n"
+    "table.grid th.model{background:#e9ecf1}table.grid td.dim a.st{opacity:.18}\n"
+    ".legend{display:flex;flex-wrap:wrap;gap:6px 14px;margin:6px 0 10px}"
+    ".legend span.d{color:var(--muted)}\n"
+    "tr.bad td{background:#fff1e8}tr.bad td.v{font-weight:700}\n"
+    ".callout{border-left:5px solid var(--fail);background:#fff6f0;padding:8px 14px;margin:10px 0}"
+    ".callout.good{border-color:var(--pass);background:#f1faf6}"
+    ".callout.info{border-color:var(--timeout);background:#f2f8fc}\n"
+    "details.cell{border:1px solid var(--line);border-radius:6px;margin:8px 0;padding:0 12px}"
+    "details.cell>summary{cursor:pointer;padding:8px 0;font-weight:600}"
+    "details.cell[open]>summary{border-bottom:1px solid var(--line);margin-bottom:8px}"
+    "details.cell:target{box-shadow:0 0 0 3px #0072B2}\n"
+    ".kv{color:var(--muted)}.kv b{color:var(--fg);font-weight:600}\n"
+    "svg.chart{display:block;margin:4px 0 16px;max-width:100%}svg.chart text{font-size:11px;"
+    "fill:#222}svg.chart .bar1{fill:#0072B2}svg.chart .bar2{fill:#E69F00}svg.chart .axis"
+    "{stroke:#999}\n.charts{display:flex;flex-wrap:wrap;gap:8px 40px}\n"
+    "#filters label{margin-right:10px;white-space:nowrap}\n"
+    "footer{margin-top:40px;color:var(--muted);font-size:12px}\n"
+    "@media print{body{max-width:none;padding:0;font-size:11px}nav.toc,#filters{display:none}"
+    "a{color:inherit;text-decoration:none}pre{max-height:none}details.cell{break-inside:avoid}"
+    "h2{break-after:avoid}table.grid td.dim a.st{opacity:1}"
+    "*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}\n";
+
+const char gt_html_js[] =
+    "(function(){\n"
+    "'use strict';\n"
+    "function openTarget(){var h=location.hash.slice(1);if(!h)return;var e=document."
+    "getElementById(h);if(e&&e.tagName==='DETAILS')e.open=true;}\n"
+    "window.addEventListener('hashchange',openTarget);openTarget();\n"
+    "window.addEventListener('beforeprint',function(){document.querySelectorAll("
+    "'details').forEach(function(d){d.open=true;});});\n"
+    /* Sorting: numeric when both cells parse (data-v wins), else text. */
+    "document.querySelectorAll('table.sortable').forEach(function(t){\n"
+    " t.querySelectorAll('thead th').forEach(function(th,i){th.addEventListener('click',"
+    "function(){\n"
+    "  var tb=t.tBodies[0],rows=Array.prototype.slice.call(tb.rows),dir=th.dataset.dir==='1'?-1:1;"
+    "th.dataset.dir=dir===1?'1':'0';\n"
+    "  function key(r){var c=r.cells[i];if(!c)return '';var v=c.dataset.v!==undefined?c.dataset"
+    ".v:c.textContent;var n=parseFloat(v);return isNaN(n)?v.toLowerCase():n;}\n"
+    "  rows.sort(function(a,b){var x=key(a),y=key(b);if(typeof x==='number'&&typeof y==='number')"
+    "return (x-y)*dir;return String(x)<String(y)?-dir:String(x)>String(y)?dir:0;});\n"
+    "  rows.forEach(function(r){tb.appendChild(r);});});});});\n"
+    /* Filters: one checkbox per status present. */
+    "var box=document.getElementById('filters');if(box){\n"
+    " var sts=JSON.parse(box.dataset.statuses||'[]'),on={};\n"
+    " function apply(){document.querySelectorAll('[data-st]').forEach(function(e){\n"
+    "  var hit=on[e.dataset.st];if(e.tagName==='TD')e.classList.toggle('dim',!hit);"
+    "else e.style.display=hit?'':'none';});}\n"
+    " box.appendChild(document.createTextNode('Show: '));\n"
+    " sts.forEach(function(s){on[s]=true;var l=document.createElement('label'),c=document."
+    "createElement('input');c.type='checkbox';c.checked=true;c.addEventListener('change',"
+    "function(){on[s]=c.checked;apply();});l.appendChild(c);l.appendChild(document."
+    "createTextNode(' '+s));box.appendChild(l);});\n"
+    " var b=document.createElement('button');b.textContent='only not passing';b.addEventListener("
+    "'click',function(){box.querySelectorAll('input').forEach(function(c,i){var s=sts[i];"
+    "c.checked=!(s==='pass'||s==='skip'||s==='xfail');on[s]=c.checked;});apply();});"
+    "box.appendChild(b);}\n"
+    "})();\n";

@@ -1,0 +1,227 @@
+/* markdown.c: a summary for a pull-request comment.
+ *
+ * Short by design: the verdict and counts first, what changed against the
+ * baseline (new failures, fixes, the worst performance regressions), the
+ * grid when it fits a comment (else per-column counts), the failing cells
+ * with their reasons, and the documented limitations. Long lists are cut
+ * with "... and N more": the HTML report has everything. Text from the DB is
+ * escaped so a reason cannot break the table or inject HTML into the
+ * rendered comment. */
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "status.h"
+
+#define MAX_LIST 20
+#define MAX_GRID_ROWS 60
+#define MAX_GRID_COLS 12
+
+static void md(FILE *f, const char *s, size_t max)
+{
+    size_t n = 0;
+    for (; *s && n < max; s++, n++) {
+        switch (*s) {
+        case '|': fputs("\\|", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '`': fputs("'", f); break;
+        case '*': case '_': case '[': case ']': case '#': fputc('\\', f); fputc(*s, f); break;
+        case '\n': case '\r': case '\t': fputc(' ', f); break;
+        default: fputc(*s, f);
+        }
+    }
+    if (*s)
+        fputs("…", f);
+}
+
+static void counts_line(FILE *f, const gt_rep_run *r)
+{
+    fprintf(f, "%d cells:", r->n);
+    bool first = true;
+    for (int s = 0; s < GT_ST_COUNT; s++) {
+        if (!r->counts[s])
+            continue;
+        fprintf(f, "%s %s %d %s", first ? "" : ",", gt_report_icon(gt_status_name(s)),
+                r->counts[s], gt_status_name(s));
+        first = false;
+    }
+    fputs("\n\n", f);
+}
+
+static void grid(FILE *f, const gt_rep_run *r, gt_err *err)
+{
+    gt_rep_grid g;
+    if (gt_report_grid(r, &g, err) != 0)
+        return;
+    if (g.n_rows <= MAX_GRID_ROWS && g.n_cols <= MAX_GRID_COLS) {
+        fputs("| model | quant |", f);
+        for (int j = 0; j < g.n_cols; j++) {
+            fputc(' ', f);
+            md(f, g.col_first[j]->backend, 40);
+            fputs(" / ", f);
+            md(f, g.col_first[j]->driver, 40);
+            fputs(" |", f);
+        }
+        fputs("\n|---|---|", f);
+        for (int j = 0; j < g.n_cols; j++)
+            fputs("---|", f);
+        fputc('\n', f);
+        for (int i = 0; i < g.n_rows; i++) {
+            fputs("| ", f);
+            md(f, g.row_first[i]->model, 60);
+            fputs(" | ", f);
+            md(f, g.row_first[i]->quant, 20);
+            fputs(" |", f);
+            for (int j = 0; j < g.n_cols; j++) {
+                int ix = g.at[(size_t)i * g.n_cols + j];
+                if (ix < 0)
+                    fputs(" |", f);
+                else
+                    fprintf(f, " %s %s |", gt_report_icon(r->cells[ix].status),
+                            r->cells[ix].status);
+            }
+            fputc('\n', f);
+        }
+    } else {
+        fprintf(f, "The grid (%d rows × %d columns) is too large for a comment; per column:\n\n",
+                g.n_rows, g.n_cols);
+        fputs("| backend / driver | pass | not passing |\n|---|---|---|\n", f);
+        for (int j = 0; j < g.n_cols; j++) {
+            int pass = 0, bad = 0;
+            for (int i = 0; i < g.n_rows; i++) {
+                int ix = g.at[(size_t)i * g.n_cols + j];
+                if (ix < 0)
+                    continue;
+                pass += !strcmp(r->cells[ix].status, "pass");
+                bad += gt_report_is_bad(r->cells[ix].status);
+            }
+            fputs("| ", f);
+            md(f, g.col_first[j]->backend, 40);
+            fputs(" / ", f);
+            md(f, g.col_first[j]->driver, 40);
+            fprintf(f, " | %d | %d |\n", pass, bad);
+        }
+    }
+    fputc('\n', f);
+    gt_report_grid_free(&g);
+}
+
+static void diff_section(FILE *f, const gt_rep_diff *d)
+{
+    fprintf(f, "### Against baseline run %lld (%s)\n\n", (long long)d->base->id,
+             d->base->git_sha[0] ? d->base->git_sha : "no git sha");
+    fprintf(f, "%d new failures, %d fixed, %d performance regressions and %d improvements "
+               "beyond %.1f%%.\n\n",
+            d->n_new_fail, d->n_fix, d->n_regress, d->n_improve, d->threshold_pct);
+    int shown = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < d->n_status && shown < MAX_LIST; i++) {
+            const gt_rep_status_delta *s = &d->status[i];
+            if ((pass == 0) != (s->kind == GT_CH_NEW_FAILURE))
+                continue;
+            const gt_rep_cell *c = s->cur ? s->cur : s->base;
+            fprintf(f, "- **%s** `", gt_report_change_name(s->kind));
+            md(f, c->cell_id, 200);
+            fprintf(f, "`: %s → %s", s->base ? s->base->status : "(absent)",
+                    s->cur ? s->cur->status : "(absent)");
+            if (s->cur && s->cur->reason[0] && s->kind == GT_CH_NEW_FAILURE) {
+                fputs(" — ", f);
+                md(f, s->cur->reason, 200);
+            }
+            fputc('\n', f);
+            shown++;
+        }
+    }
+    if (d->n_status > shown)
+        fprintf(f, "- … and %d more status changes\n", d->n_status - shown);
+    if (d->n_perf) {
+        fputs("\n| cell | metric | baseline | now | change |\n|---|---|---|---|---|\n", f);
+        for (int i = 0; i < d->n_perf && i < MAX_LIST; i++) {
+            const gt_rep_metric_delta *m = &d->perf[i];
+            char label[256], a[32], b[32];
+            gt_report_metric_label(m->m, label, sizeof label);
+            gt_report_num(m->bm->value, a, sizeof a);
+            gt_report_num(m->m->value, b, sizeof b);
+            fputs("| ", f);
+            md(f, m->cur->cell_id, 200);
+            fputs(" | ", f);
+            md(f, label, 100);
+            fprintf(f, " | %s | %s | %s %+.1f%% |\n", a, b,
+                    m->regression ? "🔻 worse" : "🔺 better", m->change_pct);
+        }
+        if (d->n_perf > MAX_LIST)
+            fprintf(f, "\n… and %d more\n", d->n_perf - MAX_LIST);
+    }
+    fputc('\n', f);
+}
+
+int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err)
+{
+    const char *verdict = r->gate == 0 ? "✅ PASS" : r->gate == 1 ? "❌ FAIL" : "⚪ not gated";
+    fprintf(f, "## gauntlet %s — ", verdict);
+    md(f, r->matrix_name, 100);
+    fputs(" / ", f);
+    md(f, r->tier, 50);
+    fputs("\n\n", f);
+    char t0[40];
+    gt_report_time(r->started_at, t0, sizeof t0);
+    fprintf(f, "Run %lld (%s), git `", (long long)r->id, r->status);
+    md(f, r->git_sha, 48);
+    fputs("`, host ", f);
+    md(f, r->host, 100);
+    fprintf(f, ", started %s. ", t0);
+    counts_line(f, r);
+    if (r->gate_text[0]) {
+        fputs("<details><summary>Gate output</summary>\n\n```\n", f);
+        /* Inside a fenced block only a fence can break out. */
+        for (const char *p = r->gate_text; *p; p++)
+            fputc(*p == '`' ? '\'' : *p, f);
+        fputs("```\n\n</details>\n\n", f);
+    }
+    if (d)
+        diff_section(f, d);
+    fputs("### Grid\n\n", f);
+    grid(f, r, err);
+    int shown = 0, bad = 0;
+    for (int i = 0; i < r->n; i++)
+        bad += gt_report_is_bad(r->cells[i].status);
+    if (bad) {
+        fputs("### Not passing\n\n", f);
+        for (int i = 0; i < r->n && shown < MAX_LIST; i++) {
+            const gt_rep_cell *c = &r->cells[i];
+            if (!gt_report_is_bad(c->status))
+                continue;
+            fprintf(f, "- %s **%s**%s `", gt_report_icon(c->status), c->status,
+                    c->required ? "" : " (optional)");
+            md(f, c->cell_id, 200);
+            fputs("`: ", f);
+            md(f, c->reason[0] ? c->reason : "no reason recorded", 300);
+            fputc('\n', f);
+            shown++;
+        }
+        if (bad > shown)
+            fprintf(f, "- … and %d more\n", bad - shown);
+        fputc('\n', f);
+    }
+    int lim = 0;
+    for (int i = 0; i < r->n; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        if (strcmp(c->status, "xfail") != 0 && strcmp(c->expected, "xfail") != 0)
+            continue;
+        if (lim == 0)
+            fputs("### Known limitations (expected failures)\n\n", f);
+        if (lim++ >= MAX_LIST)
+            continue;
+        fputs("- `", f);
+        md(f, c->cell_id, 200);
+        fputs("`: ", f);
+        md(f, c->expect_reason[0] ? c->expect_reason : "no reason given", 300);
+        fputc('\n', f);
+    }
+    if (lim > MAX_LIST)
+        fprintf(f, "- … and %d more\n", lim - MAX_LIST);
+    return 0;
+}

@@ -1,0 +1,174 @@
+/* report.h: reports over a recorded qualification run (HTML, JUnit XML,
+ * Markdown, JSON), and the run-to-run diff they share with `gauntlet compare`.
+ *
+ * The writers never query SQLite themselves: gt_report_load reads one run
+ * (cells, checks, metrics, devices, the gate's verdict) into plain structs
+ * with a handful of queries, so a 10,000-cell run costs three table scans,
+ * and every writer formats the same data. gt_report_diff matches two loaded
+ * runs cell by cell (cell_id) and classifies what changed.
+ *
+ * What the harness calls: gt_report_write() with the output paths it wants
+ * (any subset), e.g. after `qualify --junit OUT --html OUT`. Each output is
+ * written to OUT.tmp and renamed, so a reader never sees half a report. */
+#ifndef GT_REPORT_H
+#define GT_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "db.h"
+#include "gt/error.h"
+
+typedef struct gt_rep_check {
+    const char *suite, *name, *status, *message;
+} gt_rep_check;
+
+typedef struct gt_rep_metric {
+    const char *suite, *name, *unit, *comparator, *verdict;
+    double value, tolerance;
+    bool has_value, has_tol;
+    int better, regress;
+} gt_rep_metric;
+
+typedef struct gt_rep_cell {
+    int64_t id; /* cells.id: anchors and JUnit ids */
+    int idx;
+    const char *cell_id, *model, *quant, *backend, *driver;
+    const char *expected, *expect_reason, *status, *raw_status, *reason, *host, *log;
+    const char *device; /* "name (driver driver_version)" or "" */
+    bool required;
+    int attempts;
+    double started_at, finished_at, duration_s;
+    gt_rep_check *checks;
+    int n_checks;
+    gt_rep_metric *metrics;
+    int n_metrics;
+} gt_rep_cell;
+
+typedef struct gt_rep_device {
+    const char *host, *backend, *driver_profile, *name, *kind, *driver, *driver_version, *extra;
+    int64_t memory;
+} gt_rep_device;
+
+typedef struct gt_rep_run {
+    int64_t id;
+    const char *db_path, *run_key, *matrix_name, *matrix_sha256, *tier, *tool_version, *git_sha;
+    const char *host, *status;
+    int n_cells; /* as planned (runs.n_cells) */
+    double started_at, finished_at;
+    double perf_pct; /* the gate's perf_regression_pct, or -1 */
+    int gate;        /* 0 pass, 1 fail, -1 not evaluated */
+    const char *gate_text; /* what the gate printed: its verdict and reasons */
+    gt_rep_cell *cells;    /* in expansion order */
+    int n;
+    gt_rep_device *devices;
+    int n_devices;
+    int counts[16];        /* per gt_status; index from gt_status_from_name */
+    struct gt_rep_arena *arena; /* owns every string */
+    void *checks_block, *metrics_block;
+} gt_rep_run;
+
+/* Loads run_id (<= 0: the newest run in the file). With gate true, the gate
+ * is evaluated (against base/base_run_id when base is not NULL) and its
+ * verdict and printed reasons kept. 0 ok, -1 error. */
+int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t base_run_id,
+                   gt_rep_run **out, gt_err *err);
+void gt_report_free(gt_rep_run *r);
+const gt_rep_cell *gt_report_find(const gt_rep_run *r, const char *cell_id);
+
+/* ---- run-to-run diff ---- */
+
+typedef enum gt_rep_change {
+    GT_CH_NEW_FAILURE, /* was ok (pass/xfail/skip) or absent, now fail/error/crash/timeout/xpass */
+    GT_CH_FIX,         /* was failing, now pass (or xfail) */
+    GT_CH_STATUS,      /* any other status change */
+    GT_CH_ADDED,       /* cell only in the current run */
+    GT_CH_REMOVED,     /* cell only in the baseline */
+} gt_rep_change;
+
+typedef struct gt_rep_status_delta {
+    gt_rep_change kind;
+    const gt_rep_cell *cur, *base; /* either may be NULL (added/removed) */
+} gt_rep_status_delta;
+
+typedef struct gt_rep_metric_delta {
+    const gt_rep_cell *cur;
+    const gt_rep_metric *m, *bm;
+    double change_pct; /* (cur - base) / |base| * 100 */
+    double worse_pct;  /* change oriented so that > 0 is worse */
+    bool regression;   /* worse by more than the threshold */
+} gt_rep_metric_delta;
+
+typedef struct gt_rep_diff {
+    const gt_rep_run *cur, *base;
+    double threshold_pct;
+    gt_rep_status_delta *status;
+    int n_status;
+    gt_rep_metric_delta *perf; /* directional metrics beyond the threshold, worst first */
+    int n_perf;
+    gt_rep_metric_delta *all; /* every metric present in both (for compare) */
+    int n_all;
+    int n_new_fail, n_fix, n_regress, n_improve;
+} gt_rep_diff;
+
+/* threshold_pct < 0: the current run's gate threshold, or 5%. */
+int gt_report_diff(const gt_rep_run *cur, const gt_rep_run *base, double threshold_pct,
+                   gt_rep_diff **out, gt_err *err);
+void gt_report_diff_free(gt_rep_diff *d);
+const char *gt_report_change_name(gt_rep_change k);
+
+/* ---- the grid: rows model x quant, columns backend x driver ---- */
+typedef struct gt_rep_grid {
+    int n_rows, n_cols;
+    const gt_rep_cell **row_first; /* a cell of each row (its model, quant) */
+    const gt_rep_cell **col_first; /* a cell of each column (its backend, driver) */
+    int *at; /* n_rows * n_cols indexes into run->cells, -1 = no cell */
+} gt_rep_grid;
+/* Rows and columns in order of first appearance (expansion order). */
+int gt_report_grid(const gt_rep_run *r, gt_rep_grid *g, gt_err *err);
+void gt_report_grid_free(gt_rep_grid *g);
+
+/* ---- writers (diff may be NULL) ---- */
+int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err);
+int gt_report_junit(const gt_rep_run *r, FILE *f, gt_err *err);
+int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err);
+int gt_report_json(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err);
+
+/* ---- what the harness calls ---- */
+typedef struct gt_report_outputs {
+    const char *html, *junit, *markdown, *json; /* NULL = not wanted */
+    gt_db *base_db;        /* NULL: no baseline */
+    int64_t base_run_id;   /* in base_db */
+    double threshold_pct;  /* < 0: the gate's, or 5% */
+} gt_report_outputs;
+
+/* Loads run_id (<= 0: newest) once and writes every output asked for. */
+int gt_report_write(gt_db *db, int64_t run_id, const gt_report_outputs *o, gt_err *err);
+
+/* ---- helpers shared by the writers ---- */
+/* Severity order for sorting and "worst of": crash > timeout > error > fail >
+ * xpass > pending > xfail > skip > pass. */
+int gt_report_severity(const char *status);
+bool gt_report_is_bad(const char *status); /* fail error crash timeout xpass */
+/* A symbol per status, so that the status never rests on colour alone. */
+const char *gt_report_icon(const char *status);
+/* "suite.name" unless name already carries its suite. */
+void gt_report_metric_label(const gt_rep_metric *m, char *out, size_t cap);
+/* "2026-12-02 13:18:43 UTC" (or "-" for 0). */
+void gt_report_time(double t, char *out, size_t cap);
+/* Value formatting that keeps 4 significant digits and never prints -0. */
+void gt_report_num(double v, char *out, size_t cap);
+/* Classifications by metric name (suites are tolerant of renames). */
+bool gt_report_is_accuracy(const gt_rep_metric *m);
+int gt_report_perf_kind(const gt_rep_metric *m); /* 1 prefill tok/s, 2 decode tok/s, 0 */
+bool gt_report_is_latency(const gt_rep_metric *m);
+/* Writes s escaped for HTML/XML text and attribute values: & < > " ' become
+ * entities, invalid UTF-8 and control characters (other than tab, newline)
+ * become U+FFFD, so a log line can neither inject markup nor make the
+ * XML ill-formed. */
+void gt_report_esc(FILE *f, const char *s);
+/* Same, at most n bytes of s. */
+void gt_report_esc_n(FILE *f, const char *s, size_t n);
+
+#endif
