@@ -1,0 +1,135 @@
+/* attention.cl: causal multi-head attention with grouped KV heads over the
+ * KV cache.
+ *
+ * A work-group per (query row i, head h); query head h reads KV head
+ * h / (n_head / n_kv). Row i sees cache rows 0 .. pos0 + i. The cache rows
+ * are taken ATT_CHUNK at a time (an "online" softmax, as in flash
+ * attention): the group scores a chunk into local memory (items split the
+ * rows), finds its max and sum with local reductions, rescales what it has
+ * accumulated so far by exp(old_max - new_max), and adds the chunk's
+ * weighted V rows (items split the head's dims, four at a time). So any
+ * context length works with ATT_CHUNK floats of local memory, and nothing
+ * the size of the context is ever stored.
+ *
+ * Global size (ATT_LWS * n_head, n_tok), local (ATT_LWS, 1). Local
+ * arguments: lq (head_dim floats), ls (ATT_CHUNK floats). */
+
+#define ATT_G4 ((ATT_HD_MAX / 4 + ATT_LWS - 1) / ATT_LWS) /* float4 groups per item */
+
+/* n (1..4) floats at p, zero-padded. */
+inline float4 load4_upto(global const float *p, int n)
+{
+    if (n >= 4)
+        return vload4(0, p);
+    float4 v = 0.0f;
+    v.x = p[0];
+    if (n > 1)
+        v.y = p[1];
+    if (n > 2)
+        v.z = p[2];
+    return v;
+}
+
+kernel void attention(global const uchar *qb, ulong q_off, global const uchar *kb, ulong k_off,
+                      global const uchar *vb, ulong v_off, global uchar *yb, ulong y_off,
+                      int n_head, int n_kv, int hd, int pos0, float scale, local float *lq,
+                      local float *ls)
+{
+    local float red[ATT_LWS];
+    const int lid = get_local_id(0);
+    const int h = get_group_id(0);
+    const size_t i = get_global_id(1);
+    const int q_dim = n_head * hd, kv_dim = n_kv * hd;
+    const int kvh = h / (n_head / n_kv);
+    global const float *q = CPTR(float, qb, q_off) + i * q_dim + (size_t)h * hd;
+    global const float *K = CPTR(float, kb, k_off) + (size_t)kvh * hd;
+    global const float *V = CPTR(float, vb, v_off) + (size_t)kvh * hd;
+    global float *out = PTR(float, yb, y_off) + i * q_dim + (size_t)h * hd;
+
+    for (int d = lid; d < hd; d += ATT_LWS)
+        lq[d] = q[d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int n_seen = pos0 + (int)i + 1;
+    const int hd4 = hd / 4;
+    float m = -INFINITY, l = 0.0f;
+    float4 acc[ATT_G4];
+    for (int k = 0; k < ATT_G4; k++)
+        acc[k] = 0.0f;
+
+    for (int c0 = 0; c0 < n_seen; c0 += ATT_CHUNK) {
+        const int cn = min(ATT_CHUNK, n_seen - c0);
+        /* scores of this chunk, and their max */
+        float cmax = -INFINITY;
+        for (int p = lid; p < cn; p += ATT_LWS) {
+            global const float *kp = K + (size_t)(c0 + p) * kv_dim;
+            float4 s4 = 0.0f;
+            for (int d = 0; d < hd4; d++)
+                s4 = mad(vload4(d, kp), vload4(d, lq), s4);
+            float s = s4.x + s4.y + s4.z + s4.w;
+            for (int d = 4 * hd4; d < hd; d++)
+                s = mad(kp[d], lq[d], s);
+            s *= scale;
+            ls[p] = s;
+            cmax = fmax(cmax, s);
+        }
+        red[lid] = cmax;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = ATT_LWS / 2; s > 0; s >>= 1) {
+            if (lid < s)
+                red[lid] = fmax(red[lid], red[lid + s]);
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const float m_new = fmax(m, red[0]);
+        const float corr = exp(m - m_new); /* 0 on the first chunk (m = -inf) */
+        barrier(CLK_LOCAL_MEM_FENCE);      /* everyone has read red[0] */
+
+        float csum = 0.0f;
+        for (int p = lid; p < cn; p += ATT_LWS) {
+            const float e = exp(ls[p] - m_new);
+            ls[p] = e;
+            csum += e;
+        }
+        red[lid] = csum;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = ATT_LWS / 2; s > 0; s >>= 1) {
+            if (lid < s)
+                red[lid] += red[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        l = l * corr + red[0];
+        m = m_new;
+
+        /* acc = acc * corr + sum_p e_p * V[p] over this item's dims */
+        for (int k = 0; k < ATT_G4; k++) {
+            const int g = lid + k * ATT_LWS;
+            if (4 * g >= hd)
+                break;
+            const int nd = min(4, hd - 4 * g);
+            float4 a = acc[k] * corr;
+            global const float *vp = V + (size_t)c0 * kv_dim + 4 * g;
+            for (int p = 0; p < cn; p++, vp += kv_dim)
+                a = mad((float4)ls[p], load4_upto(vp, nd), a);
+            acc[k] = a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* ls and red are reused by the next chunk */
+    }
+
+    const float inv = 1.0f / l;
+    for (int k = 0; k < ATT_G4; k++) {
+        const int g = lid + k * ATT_LWS;
+        if (4 * g >= hd)
+            break;
+        const float4 o = acc[k] * inv;
+        const int nd = min(4, hd - 4 * g);
+        if (nd == 4) {
+            vstore4(o, g, out);
+        } else {
+            out[4 * g] = o.x;
+            if (nd > 1)
+                out[4 * g + 1] = o.y;
+            if (nd > 2)
+                out[4 * g + 2] = o.z;
+        }
+    }
+}
