@@ -214,6 +214,18 @@ static void baseline(FILE *f, const gt_rep_diff *d)
     fputs("</section>\n", f);
 }
 
+static const char *skip_reason(const gt_rep_cell *c)
+{
+    return c->reason[0] ? c->reason : c->expect_reason[0] ? c->expect_reason : "no reason recorded";
+}
+
+static int cmp_reason(const void *a, const void *b)
+{
+    const gt_rep_cell *x = *(const gt_rep_cell *const *)a, *y = *(const gt_rep_cell *const *)b;
+    int c = strcmp(skip_reason(x), skip_reason(y));
+    return c ? c : x->idx - y->idx;
+}
+
 static void limitations(FILE *f, const gt_rep_run *r)
 {
     fputs("<section id=\"limitations\"><h2>Known limitations</h2>\n", f);
@@ -238,23 +250,38 @@ static void limitations(FILE *f, const gt_rep_run *r)
     fputs(n ? "</ul>\n" : "<p class=\"sub\">None: the matrix documents no expected failures "
                           "in this run.</p>\n",
           f);
+    /* Skips grouped by reason: a missing backend skips a whole column, and
+     * one line per reason reads better than the same reason 40 times. */
+    const gt_rep_cell **sk = malloc(sizeof *sk * (size_t)(r->n ? r->n : 1));
     int s = 0;
-    for (int i = 0; i < r->n; i++) {
-        const gt_rep_cell *c = &r->cells[i];
-        if (strcmp(c->status, "skip") != 0)
-            continue;
-        if (s++ == 0)
-            fputs("<h3>Skipped cells</h3><table class=\"sortable\"><thead><tr><th>cell</th>"
-                  "<th>reason</th></tr></thead><tbody>\n",
-                  f);
-        fputs("<tr><td>", f);
-        gt_html_cell_link(f, c);
-        fputs("</td><td>", f);
-        E(c->reason[0] ? c->reason : c->expect_reason[0] ? c->expect_reason : "no reason recorded");
-        fputs("</td></tr>\n", f);
-    }
-    if (s)
+    for (int i = 0; sk && i < r->n; i++)
+        if (!strcmp(r->cells[i].status, "skip"))
+            sk[s++] = &r->cells[i];
+    if (s) {
+        qsort(sk, (size_t)s, sizeof *sk, cmp_reason);
+        fputs("<h3>Skipped cells, by reason</h3><table><thead><tr><th>reason</th>"
+              "<th class=\"num\">cells</th><th>which</th></tr></thead><tbody>\n",
+              f);
+        for (int i = 0; i < s;) {
+            int j = i;
+            while (j < s && !strcmp(skip_reason(sk[j]), skip_reason(sk[i])))
+                j++;
+            fputs("<tr><td>", f);
+            E(skip_reason(sk[i]));
+            fprintf(f, "</td><td class=\"num\">%d</td><td>", j - i);
+            for (int k = i; k < j && k < i + 200; k++) {
+                if (k > i)
+                    fputs(", ", f);
+                gt_html_cell_link(f, sk[k]);
+            }
+            if (j - i > 200)
+                fprintf(f, " &#8230; and %d more", j - i - 200);
+            fputs("</td></tr>\n", f);
+            i = j;
+        }
         fputs("</tbody></table>\n", f);
+    }
+    free(sk);
     fputs("</section>\n", f);
 }
 

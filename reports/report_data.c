@@ -440,7 +440,7 @@ const char *gt_report_icon(const char *s)
     static const char *const map[][2] = {
         {"pass", "\u2713"},    {"fail", "\u2717"},    {"xfail", "\u2298"},
         {"xpass", "\u203C"},   {"skip", "\u2013"},    {"error", "!"},
-        {"crash", "\u2620"},   {"timeout", "\u23F1"}, {"pending", "\u2026"}};
+        {"crash", "\u2620"},   {"timeout", "\u25F7"}, {"pending", "\u2026"}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(s, map[i][0]))
             return map[i][1];

@@ -125,7 +125,11 @@ int gt_report_diff(const gt_rep_run *cur, const gt_rep_run *base, double thresho
             md.worse_pct = m->better > 0 ? -md.change_pct : m->better < 0 ? md.change_pct : 0;
             if (!push((void **)&d->all, &d->n_all, &cap_a, sizeof md, &md))
                 goto oom;
-            if (m->better != 0 && bm->value != 0 && fabs(md.worse_pct) > d->threshold_pct) {
+            /* Performance means what the gate compares (regress) and what
+             * reads as speed; accuracy moves show up as status changes. */
+            bool perf = m->regress || gt_report_perf_kind(m) || gt_report_is_latency(m);
+            if (perf && m->better != 0 && bm->value != 0 &&
+                fabs(md.worse_pct) > d->threshold_pct) {
                 md.regression = md.worse_pct > 0;
                 if (!push((void **)&d->perf, &d->n_perf, &cap_p, sizeof md, &md))
                     goto oom;
