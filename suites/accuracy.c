@@ -1,0 +1,561 @@
+/* accuracy.c: how far this cell's next-token distributions are from the
+ * reference backend's.
+ *
+ * Teacher-forced, the way perplexity tools measure: the eval text is
+ * tokenized once and cut into chunks of n_ctx tokens (BOS first when the
+ * model adds one); each chunk is evaluated from an empty context and only
+ * the second half of its positions is scored, so every scored prediction
+ * sees at least n_ctx/2 tokens of context. Two comparisons:
+ *   drift  vs the reference backend on the same quantized artifact: what
+ *          the backend itself adds (0 for the reference cell);
+ *   loss   vs the reference backend on f32 weights (ctx->f32_path): what the
+ *          quantization costs on this backend.
+ * Per comparison: mean / p99 / max KL(P_ref || P_cell), top-1 agreement, RMS
+ * of p_cell - p_ref on the correct token, NMSE of the logits and the
+ * perplexity ratio; plus this cell's perplexity. Then greedy sequences over
+ * the prompt set vs the same-quant reference: the fraction of tokens before
+ * the first divergence, and the mean first-divergence position.
+ *
+ * The reference cache (one blob per comparison, keyed by artifact, eval
+ * text hash and settings) holds, for each scored position, the reference's
+ * argmax, logsumexp, the correct token's logit and its k largest logits
+ * with their ids. When k == n_vocab (small vocabularies, e.g. 512) that is
+ * the full distribution and every metric is exact. For large vocabularies
+ * (49152) full logits are 196 KB per position, too much for a few thousand
+ * positions, so k = 256 (2 KB): KL is then computed with the reference's
+ * tail (all tokens outside its top 256) merged into one outcome, a lower
+ * bound of the full KL that equals it when the tail mass is 0; the tail of
+ * SmolLM2 on this text holds little mass (see matrices/README.md for the
+ * measured gap), and NMSE is over the reference's top-k logits.
+ *
+ * The reference is computed in the same pass as the cell, chunk by chunk, so
+ * memory stays at one chunk of logits per backend; when the cell is itself
+ * the reference backend on the same weights its own logits fill the blob.
+ *
+ * GT_FAULT=perturb-logits=X adds Gaussian noise of standard deviation X
+ * times the standard deviation of each position's logits to the cell's
+ * logits before they are scored (the reference blob is never perturbed). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "greedy.h"
+#include "gt/session.h"
+#include "metrics.h"
+#include "promptset.h"
+#include "suite.h"
+
+#define CMP_METRICS(p, what)                                                                   \
+    {p "kld_mean", "nats", -1, false, NULL, "mean KL(ref || cell) per scored token, " what},    \
+    {p "kld_p99", "nats", -1, false, NULL, "99th percentile of KL per token, " what},           \
+    {p "kld_max", "nats", -1, false, NULL, "largest KL of any scored token, " what},            \
+    {p "top1", "ratio", +1, false, NULL, "positions where cell and reference argmax agree, " what}, \
+    {p "rms_dp", "prob", -1, false, NULL, "RMS of p_cell - p_ref on the correct token, " what}, \
+    {p "nmse", "ratio", -1, false, NULL, "NMSE of the logits (reference top-k), " what},        \
+    {p "ppl_ratio", "ratio", -1, false, NULL, "perplexity of the cell / of the reference, " what}
+
+static const gt_metric_def METRICS[] = {
+    CMP_METRICS("drift_", "vs the reference backend on the same weights"),
+    CMP_METRICS("loss_", "vs the reference backend on f32 weights"),
+    {"ppl", "ppl", -1, false, NULL, "perplexity of this cell on the eval text"},
+    {"scored_tokens", "count", 0, false, NULL, "positions scored"},
+    {"tail_mass_max", "prob", 0, false, NULL,
+     "largest reference probability outside the stored top-k (0 = exact KL)"},
+    {"greedy_match", "ratio", +1, false, NULL,
+     "greedy tokens before the first divergence from the reference, over all prompts"},
+    {"greedy_first_div", "tokens", +1, false, NULL,
+     "mean position of the first divergent greedy token (n_gen when none)"},
+    {NULL},
+};
+
+static const gt_setting_def SETTINGS[] = {
+    {"n_ctx", GT_SET_INT, "chunk length; the second half of each is scored (default 128)"},
+    {"max_scored", GT_SET_INT, "scored positions at most (default 0 = the whole text)"},
+    {"top_k", GT_SET_INT, "reference logits kept per position for large vocabularies (256)"},
+    {"text", GT_SET_STR, "eval text file (default by model: see promptset.h)"},
+    {"prompts", GT_SET_STR, "prompt set for greedy agreement (default by model)"},
+    {"max_prompts", GT_SET_INT, "prompts used for greedy agreement (default 0 = all)"},
+    {"n_gen", GT_SET_INT, "greedy tokens per prompt (default 16; 0 = no greedy check)"},
+    {"f32", GT_SET_BOOL, "compare with the f32 reference too (default true)"},
+    {NULL},
+};
+
+/* One scored position in a reference blob (followed by k ids, k logits). */
+typedef struct pos_head {
+    int32_t argmax;
+    float logit_correct;
+    double lse;  /* double: a float logsumexp of ~20 is off by ~1e-6, as big as a small KL */
+    double tail; /* reference probability outside the k stored entries */
+} pos_head;
+
+typedef struct blob_head {
+    uint32_t magic, n_pos, k, n_vocab;
+} blob_head;
+
+#define BLOB_MAGIC 0x47544143u /* "GTAC" */
+
+/* A comparison: its reference blob and the running sums of its metrics. */
+typedef struct cmp {
+    const char *prefix;
+    bool active, have, fill_from_cell;
+    char key[65];
+    unsigned char *blob;
+    size_t blob_size;
+    const gt_model *ref_model;
+    gt_backend *ref_backend;
+    gt_session *ref_sess;
+    double *kl;
+    int n;
+    long top1;
+    double sum_dp2, nll_ref, num, den;
+} cmp;
+
+typedef struct acc {
+    gt_suite_ctx *c;
+    const gt_model *m;
+    int n_vocab, n_ctx, k, n_pos;
+    size_t rec;  /* bytes per position in a blob */
+    double *logq, *logp;
+    double nll_cell, tail_max;
+    int pos;     /* positions scored so far */
+    uint64_t rng;
+    double noise;
+} acc;
+
+static unsigned char *rec_at(const acc *a, const cmp *r, int pos)
+{
+    return r->blob + sizeof(blob_head) + (size_t)pos * a->rec;
+}
+
+/* Writes position pos of r's blob from reference logits x. */
+static void summarize(acc *a, cmp *r, int pos, const float *x, int32_t correct)
+{
+    unsigned char *p = rec_at(a, r, pos);
+    pos_head h = {.argmax = gt_argmax(x, a->n_vocab), .logit_correct = x[correct],
+                  .lse = gt_log_softmax(x, a->n_vocab, NULL)};
+    int32_t *ids = (int32_t *)(p + sizeof h);
+    float *lg = (float *)(ids + a->k);
+    if (a->k == a->n_vocab)
+        for (int i = 0; i < a->k; i++)
+            ids[i] = i;
+    else
+        gt_top_k(x, a->n_vocab, a->k, ids);
+    double mass = 0;
+    for (int i = 0; i < a->k; i++) {
+        lg[i] = x[ids[i]];
+        mass += exp((double)lg[i] - h.lse);
+    }
+    h.tail = a->k == a->n_vocab || mass >= 1 ? 0 : 1 - mass;
+    memcpy(p, &h, sizeof h);
+}
+
+static void perturb(acc *a, float *x)
+{
+    double mean = 0, var = 0;
+    for (int i = 0; i < a->n_vocab; i++)
+        mean += x[i];
+    mean /= a->n_vocab;
+    for (int i = 0; i < a->n_vocab; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    double sd = a->noise * sqrt(var / a->n_vocab);
+    for (int i = 0; i < a->n_vocab; i++) {
+        double u1 = gt_rng_uniform(&a->rng), u2 = gt_rng_uniform(&a->rng);
+        x[i] += (float)(sd * sqrt(-2 * log(1 - u1)) * cos(2 * M_PI * u2));
+    }
+}
+
+/* Scores cell logits x (log-softmax already in a->logq) against r at pos. */
+static void score(acc *a, cmp *r, int pos, const float *x, int32_t correct)
+{
+    const unsigned char *p = rec_at(a, r, pos);
+    pos_head h;
+    memcpy(&h, p, sizeof h);
+    const int32_t *ids = (const int32_t *)(p + sizeof h);
+    const float *lg = (const float *)(ids + a->k);
+    double *logp = a->logp;
+    for (int i = 0; i < a->k; i++) {
+        logp[i] = (double)lg[i] - h.lse;
+        double d = (double)x[ids[i]] - lg[i];
+        r->num += d * d;
+        r->den += (double)lg[i] * lg[i];
+    }
+    if (h.tail > a->tail_max)
+        a->tail_max = h.tail;
+    r->kl[r->n++] = gt_kl_div_topk(ids, logp, a->k, h.tail, a->logq);
+    r->top1 += gt_argmax(x, a->n_vocab) == h.argmax;
+    double lp_ref = (double)h.logit_correct - h.lse;
+    double dp = exp(a->logq[correct]) - exp(lp_ref);
+    r->sum_dp2 += dp * dp;
+    r->nll_ref -= lp_ref;
+}
+
+static void report(acc *a, cmp *r)
+{
+    gt_suite_ctx *c = a->c;
+    char name[64];
+    int n = r->n;
+    double mean = 0;
+    for (int i = 0; i < n; i++)
+        mean += r->kl[i];
+    mean /= n;
+    double p99 = gt_percentile(r->kl, n, 0.99), mx = r->kl[n - 1]; /* sorted by percentile */
+#define M(suffix, v) (snprintf(name, sizeof name, "%s" suffix, r->prefix), gt_suite_metric(c, name, (v)))
+    M("kld_mean", mean);
+    M("kld_p99", p99);
+    M("kld_max", mx);
+    M("top1", (double)r->top1 / n);
+    M("rms_dp", sqrt(r->sum_dp2 / n));
+    M("nmse", r->den > 0 ? r->num / r->den : 0);
+    M("ppl_ratio", exp((a->nll_cell - r->nll_ref) / n));
+#undef M
+    gt_suite_log(c, "%s: %d positions, KLD mean %.3g p99 %.3g max %.3g, top-1 %.4f, ref ppl %.4g",
+                 r->prefix, n, mean, p99, mx, (double)r->top1 / n, exp(r->nll_ref / n));
+}
+
+/* Looks the blob up; when absent, prepares to compute it in the pass. */
+static int prepare(acc *a, cmp *r, const char *model_path, const char *sha, const char *quant,
+                   const char *text_hash, bool cell_is_ref, gt_err *err)
+{
+    gt_suite_ctx kc = *a->c; /* the key names the reference's artifact, not the cell's */
+    kc.model_sha256 = sha;
+    kc.quant = quant;
+    char settings[128];
+    snprintf(settings, sizeof settings, "n_ctx=%d;n_pos=%d;k=%d;v2", a->n_ctx, a->n_pos, a->k);
+    gt_suite_ref_key(&kc, "accuracy-logits", text_hash, settings, r->key);
+    r->blob_size = sizeof(blob_head) + (size_t)a->n_pos * a->rec;
+    void *data = NULL;
+    size_t size = 0;
+    int got = gt_suite_ref_get(a->c, r->key, &data, &size, err);
+    if (got < 0)
+        return -1;
+    blob_head bh;
+    if (got == 0 && size == r->blob_size && (memcpy(&bh, data, sizeof bh), 1) &&
+        bh.magic == BLOB_MAGIC && (int)bh.n_pos == a->n_pos && (int)bh.k == a->k) {
+        r->blob = data;
+        r->have = true;
+    } else {
+        free(data);
+        if (!(r->blob = calloc(1, r->blob_size)))
+            return gt_err_set(err, "out of memory (%zu bytes of reference)", r->blob_size);
+        blob_head h = {BLOB_MAGIC, (uint32_t)a->n_pos, (uint32_t)a->k, (uint32_t)a->n_vocab};
+        memcpy(r->blob, &h, sizeof h);
+        r->fill_from_cell = cell_is_ref;
+        if (!cell_is_ref) {
+            gt_model *rm = NULL;
+            gt_backend_config cfg = {.n_threads = a->c->n_threads};
+            gt_session_params sp = {.n_ctx = a->n_ctx};
+            if (strcmp(model_path, a->c->model_path) == 0) {
+                r->ref_model = a->m;
+            } else {
+                if (gt_model_load(model_path, &rm, err) != 0)
+                    return gt_err_wrap(err, "f32 reference");
+                r->ref_model = rm;
+            }
+            if (gt_backend_open("reference", &cfg, &r->ref_backend, err) != 0 ||
+                gt_session_new(r->ref_model, r->ref_backend, &sp, &r->ref_sess, err) != 0)
+                return gt_err_wrap(err, "reference backend");
+        }
+    }
+    r->kl = malloc((size_t)a->n_pos * sizeof *r->kl);
+    r->active = true;
+    return r->kl ? 0 : gt_err_set(err, "out of memory");
+}
+
+static void release(acc *a, cmp *r)
+{
+    gt_session_free(r->ref_sess);
+    gt_backend_close(r->ref_backend);
+    if (r->ref_model && r->ref_model != a->m)
+        gt_model_free((gt_model *)r->ref_model);
+    free(r->blob);
+    free(r->kl);
+}
+
+/* The teacher-forced pass over all chunks. */
+static int run_chunks(acc *a, cmp *cmps, int n_cmp, const int32_t *text, int n_chunks,
+                      gt_err *err)
+{
+    const gt_tokenizer *t = gt_model_tokenizer(a->m);
+    bool bos = gt_tokenizer_adds_bos(t) && gt_tokenizer_bos(t) >= 0;
+    int L = a->n_ctx, stride = bos ? L - 1 : L, first = L / 2 - 1;
+    size_t chunk_floats = (size_t)L * a->n_vocab;
+    float *x = malloc(chunk_floats * sizeof *x), *y = malloc(chunk_floats * sizeof *y);
+    int32_t *chunk = malloc((size_t)L * sizeof *chunk);
+    gt_session *s = NULL;
+    gt_session_params sp = {.n_ctx = L};
+    int rc = -1;
+    if (!x || !y || !chunk) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    if (gt_session_new(a->m, a->c->backend, &sp, &s, err) != 0)
+        goto out;
+    for (int ch = 0; ch < n_chunks; ch++) {
+        int o = 0;
+        if (bos)
+            chunk[o++] = gt_tokenizer_bos(t);
+        memcpy(chunk + o, text + (size_t)ch * stride, (size_t)stride * sizeof *chunk);
+        if (gt_session_truncate(s, 0, err) != 0 || gt_session_eval(s, chunk, L, true, x, err))
+            goto out;
+        int base = a->pos;
+        for (int r = 0; r < n_cmp; r++) {
+            cmp *cm = &cmps[r];
+            if (!cm->active || cm->have)
+                continue;
+            const float *src = x;
+            if (!cm->fill_from_cell) {
+                if (gt_session_truncate(cm->ref_sess, 0, err) != 0 ||
+                    gt_session_eval(cm->ref_sess, chunk, L, true, y, err) != 0) {
+                    gt_err_wrap(err, "reference backend");
+                    goto out;
+                }
+                src = y;
+            }
+            for (int j = first; j < L - 1 && base + j - first < a->n_pos; j++)
+                summarize(a, cm, base + j - first, src + (size_t)j * a->n_vocab, chunk[j + 1]);
+        }
+        for (int j = first; j < L - 1 && a->pos < a->n_pos; j++, a->pos++) {
+            float *xj = x + (size_t)j * a->n_vocab;
+            if (a->noise > 0)
+                perturb(a, xj);
+            gt_log_softmax(xj, a->n_vocab, a->logq);
+            a->nll_cell -= a->logq[chunk[j + 1]];
+            for (int r = 0; r < n_cmp; r++)
+                if (cmps[r].active)
+                    score(a, &cmps[r], a->pos, xj, chunk[j + 1]);
+        }
+    }
+    rc = 0;
+out:
+    gt_session_free(s);
+    free(x);
+    free(y);
+    free(chunk);
+    return rc;
+}
+
+/* Greedy continuations of the prompt set vs the same-quant reference. */
+static int greedy_agreement(acc *a, gt_err *err)
+{
+    gt_suite_ctx *c = a->c;
+    int n_gen = (int)gt_suite_int(c, "n_gen", 16);
+    if (n_gen <= 0)
+        return 0;
+    gt_promptset ps;
+    if (gt_promptset_load(c, a->n_vocab, (int)gt_suite_int(c, "max_prompts", 0), &ps, err))
+        return -1;
+    const int n_ctx = 512;
+    int32_t *ids = malloc(n_ctx * sizeof *ids);
+    int32_t *own = calloc((size_t)ps.n * n_gen, sizeof *own);
+    int32_t *ref = NULL;
+    float *logits = malloc((size_t)a->n_vocab * sizeof *logits);
+    gt_session *s = NULL, *rs = NULL;
+    gt_backend *rb = NULL;
+    bool *fits = calloc((size_t)ps.n, sizeof *fits);
+    int rc = -1;
+    gt_session_params sp = {.n_ctx = n_ctx};
+    if (!ids || !own || !logits || !fits) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    char settings[64], key[65];
+    snprintf(settings, sizeof settings, "n_gen=%d;n=%d;v1", n_gen, ps.n);
+    gt_suite_ref_key(c, "accuracy-greedy", ps.sha256, settings, key);
+    void *data = NULL;
+    size_t size = 0, want = (size_t)ps.n * n_gen * sizeof *own;
+    int got = gt_suite_ref_get(c, key, &data, &size, err);
+    if (got < 0)
+        goto out;
+    if (got == 0 && size == want)
+        ref = data;
+    else
+        free(data);
+    bool self = strcmp(c->backend_name, "reference") == 0;
+    if (gt_session_new(a->m, c->backend, &sp, &s, err) != 0)
+        goto out;
+    if (!ref && !self) {
+        gt_backend_config cfg = {.n_threads = c->n_threads};
+        if (gt_backend_open("reference", &cfg, &rb, err) != 0 ||
+            gt_session_new(a->m, rb, &sp, &rs, err) != 0) {
+            gt_err_wrap(err, "reference backend");
+            goto out;
+        }
+    }
+    bool computed = !ref;
+    if (!ref && !(ref = calloc((size_t)ps.n * n_gen, sizeof *ref))) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    long same = 0, total = 0;
+    double div_sum = 0;
+    int used = 0, identical = 0;
+    for (int i = 0; i < ps.n; i++) {
+        int np = gt_greedy_tokenize(a->m, ps.p[i].text, ids, n_ctx, err);
+        if (np < 0)
+            goto out;
+        if (np < 1 || np + n_gen > n_ctx)
+            continue; /* counted below: a prompt that does not fit is not a verdict */
+        fits[i] = true;
+        int32_t *o = own + (size_t)i * n_gen, *rf = ref + (size_t)i * n_gen;
+        if (gt_greedy_run(s, ids, np, n_gen, o, logits, err) != 0)
+            goto out;
+        if (computed && self)
+            memcpy(rf, o, (size_t)n_gen * sizeof *rf);
+        else if (computed && gt_greedy_run(rs, ids, np, n_gen, rf, logits, err) != 0) {
+            gt_err_wrap(err, "reference backend");
+            goto out;
+        }
+        int k = 0;
+        while (k < n_gen && o[k] == rf[k])
+            k++;
+        same += k;
+        total += n_gen;
+        div_sum += k;
+        identical += k == n_gen;
+        used++;
+    }
+    if (computed && gt_suite_ref_put(c, key, "accuracy greedy tokens (int32, prompts x n_gen)",
+                                     ref, want, err) != 0)
+        goto out;
+    if (used == 0) {
+        gt_suite_result(c, "greedy", GT_ST_SKIP, "no prompt of %s fits a context of %d", ps.path,
+                        n_ctx);
+    } else {
+        gt_suite_result(c, "greedy", GT_ST_PASS,
+                        "%s reference: %d of %d prompts identical for %d tokens; %ld of %ld "
+                        "tokens before the first divergence",
+                        computed ? "computed" : "cached", identical, used, n_gen, same, total);
+        gt_suite_metric(c, "greedy_match", (double)same / (double)total);
+        gt_suite_metric(c, "greedy_first_div", div_sum / used);
+    }
+    rc = 0;
+out:
+    gt_session_free(s);
+    gt_session_free(rs);
+    gt_backend_close(rb);
+    free(ids);
+    free(own);
+    free(ref);
+    free(logits);
+    free(fits);
+    gt_promptset_free(&ps);
+    return rc;
+}
+
+static int accuracy_run(gt_suite_ctx *c, gt_err *err)
+{
+    acc a = {.c = c, .n_ctx = (int)gt_suite_int(c, "n_ctx", 128)};
+    int max_scored = (int)gt_suite_int(c, "max_scored", 0);
+    if (a.n_ctx < 8 || a.n_ctx > 4096 || max_scored < 0)
+        return gt_err_set(err, "accuracy settings: n_ctx must be 8..4096, max_scored >= 0");
+    gt_model *m;
+    if (gt_suite_model(c, &m, err) != 0)
+        return -1;
+    a.m = m;
+    a.n_vocab = gt_model_hparams(m)->n_vocab;
+    int top_k = (int)gt_suite_int(c, "top_k", 256);
+    /* Full distributions when they are small: <= 64 MiB for the whole text. */
+    a.k = a.n_vocab <= 4096 ? a.n_vocab : (top_k < a.n_vocab ? top_k : a.n_vocab);
+    a.rec = sizeof(pos_head) + (size_t)a.k * 8;
+    a.rng = c->seed * 0x9e3779b97f4a7c15ull + 1;
+    gt_suite_fault(c, "perturb-logits", &a.noise);
+
+    char *text = NULL, path[1024], hash[65];
+    size_t len;
+    if (gt_evaltext_load(c, a.n_vocab, &text, &len, hash, path, sizeof path, err) != 0)
+        return -1;
+    const gt_tokenizer *t = gt_model_tokenizer(m);
+    /* No tokenizer here makes more tokens than bytes (+ BOS). */
+    int32_t *toks = malloc((len + 8) * sizeof *toks);
+    int n_tok = toks ? gt_tokenize(t, text, len, false, toks, (int)len + 8, err) : -1;
+    if (n_tok <= 0 || n_tok > (int)len + 8) {
+        free(text);
+        free(toks);
+        return n_tok < 0 ? -1 : gt_err_set(err, "cannot tokenize %s", path);
+    }
+    free(text);
+    bool bos = gt_tokenizer_adds_bos(t) && gt_tokenizer_bos(t) >= 0;
+    int stride = bos ? a.n_ctx - 1 : a.n_ctx, per_chunk = a.n_ctx / 2;
+    int n_chunks = n_tok / stride;
+    if (max_scored > 0 && n_chunks > (max_scored + per_chunk - 1) / per_chunk)
+        n_chunks = (max_scored + per_chunk - 1) / per_chunk;
+    a.n_pos = n_chunks * per_chunk;
+    if (max_scored > 0 && a.n_pos > max_scored)
+        a.n_pos = max_scored;
+    if (n_chunks < 1) {
+        free(toks);
+        return gt_err_set(err, "%s has %d tokens, fewer than one chunk of %d", path, n_tok,
+                          a.n_ctx);
+    }
+    cmp cmps[2] = {{.prefix = "drift_"}, {.prefix = "loss_"}};
+    int rc = -1;
+    a.logq = malloc((size_t)a.n_vocab * sizeof *a.logq);
+    a.logp = malloc((size_t)a.k * sizeof *a.logp);
+    if (!a.logq || !a.logp) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    bool self = strcmp(c->backend_name, "reference") == 0;
+    if (prepare(&a, &cmps[0], c->model_path, c->model_sha256, c->quant, hash, self, err) != 0)
+        goto out;
+    const char *f32 = c->f32_path;
+    if (!f32 && c->quant && strcmp(c->quant, "f32") == 0)
+        f32 = c->model_path;
+    if (!gt_suite_bool(c, "f32", true)) {
+        gt_suite_result(c, "f32_reference", GT_ST_SKIP, "disabled by the tier's settings");
+    } else if (!f32) {
+        gt_suite_result(c, "f32_reference", GT_ST_SKIP,
+                        "no f32 variant of %s was provided; quantization loss not measured",
+                        c->model_id ? c->model_id : c->model_path);
+    } else {
+        const char *fsha = c->source_sha256 ? c->source_sha256 : c->model_sha256;
+        bool same = strcmp(f32, c->model_path) == 0;
+        if (prepare(&a, &cmps[1], f32, fsha, "f32", hash, self && same, err) != 0)
+            goto out;
+    }
+    double t0 = gt_suite_now();
+    if (run_chunks(&a, cmps, 2, toks, n_chunks, err) != 0)
+        goto out;
+    gt_suite_log(c, "%d chunks of %d tokens (%d scored) in %.1f s", n_chunks, a.n_ctx, a.pos,
+                 gt_suite_now() - t0);
+    for (int r = 0; r < 2; r++) {
+        if (!cmps[r].active || cmps[r].have)
+            continue;
+        if (gt_suite_ref_put(c, cmps[r].key, r ? "accuracy f32 reference logits (top-k)"
+                                                : "accuracy reference logits (top-k)",
+                             cmps[r].blob, cmps[r].blob_size, err) != 0)
+            goto out;
+    }
+    gt_suite_result(c, "teacher_forced", GT_ST_PASS,
+                    "%s: %d tokens, %d chunks of %d, %d positions scored; reference %s%s; k = %d",
+                    path, n_tok, n_chunks, a.n_ctx, a.pos, cmps[0].have ? "cached" : "computed",
+                    cmps[1].active ? (cmps[1].have ? ", f32 cached" : ", f32 computed") : "",
+                    a.k);
+    gt_suite_metric(c, "scored_tokens", a.pos);
+    gt_suite_metric(c, "ppl", exp(a.nll_cell / a.pos));
+    gt_suite_metric(c, "tail_mass_max", a.tail_max > 0 ? a.tail_max : 0);
+    for (int r = 0; r < 2; r++)
+        if (cmps[r].active && cmps[r].n == a.pos)
+            report(&a, &cmps[r]);
+    if (greedy_agreement(&a, err) != 0)
+        goto out;
+    rc = 0;
+out:
+    release(&a, &cmps[0]);
+    release(&a, &cmps[1]);
+    free(a.logq);
+    free(a.logp);
+    free(toks);
+    return rc;
+}
+
+const gt_suite gt_suite_accuracy = {
+    .name = "accuracy",
+    .description = "teacher-forced KL divergence, top-1, perplexity and NMSE vs the reference "
+                   "backend (same weights and f32); greedy agreement on the prompt set",
+    .needs = GT_SUITE_NEEDS_F32,
+    .metrics = METRICS,
+    .settings = SETTINGS,
+    .run = accuracy_run,
+};
