@@ -15,11 +15,13 @@
 
 extern const gt_suite gt_suite_smoke;
 extern const gt_suite gt_suite_functional;
+extern const gt_suite gt_suite_accuracy;
 
 /* Every suite the harness knows, in the order a tier usually runs them. */
 static const gt_suite *const SUITES[] = {
     &gt_suite_smoke,
     &gt_suite_functional,
+    &gt_suite_accuracy,
 };
 
 int gt_suite_all(const gt_suite *const **out)
