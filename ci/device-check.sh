@@ -211,16 +211,17 @@ else
 fi
 
 say "decode bandwidth (synthetic smollm2-135m)"
-# tok/s of a decode run: from `gauntlet bench` when it exists, else from
-# `gauntlet generate`'s timing line.
+# tok/s of a decode run (MODEL [DRIVER-PROFILE]): from `gauntlet bench` when
+# it exists, else from `gauntlet generate`'s timing line.
 decode_tps() {
-  local m=$1 out
+  local m=$1 out drv=()
+  [ -n "${2:-}" ] && drv=(--driver "$2")
   if have_verb bench; then
-    out=$(timeout "$(budget 90)" "$G" bench -b cuda -m "$m" 2>&1); echo "$out" >&2
+    out=$(timeout "$(budget 90)" "$G" bench -b cuda -m "$m" "${drv[@]}" 2>&1); echo "$out" >&2
     echo "$out" | grep -iE "decode|tg" | grep -oE "[0-9]+(\.[0-9]+)? *tok/s" | head -1 | grep -oE "^[0-9.]+"
   elif have_verb generate; then
     out=$(timeout "$(budget 90)" "$G" generate -b cuda -m "$m" -p "Once upon a time" -n 256 \
-          --ignore-eos 2>&1 >/dev/null); echo "$out" >&2
+          --ignore-eos "${drv[@]}" 2>&1 >/dev/null); echo "$out" >&2
     echo "$out" | sed -n 's/.*generated [0-9]* tok, \([0-9.]*\) tok\/s.*/\1/p' | head -1
   fi
 }
@@ -229,16 +230,19 @@ if have_verb synth; then
     m=/tmp/gt-devcheck-smollm2-$ty.gguf
     [ -f "$m" ] || timeout "$(budget 120)" "$G" synth "$m" --preset smollm2-135m --type $ty ||
       { row "decode $ty" FAIL "gauntlet synth failed"; continue; }
-    tps=$(decode_tps "$m")
     # Bytes read per decoded token ~ the file (every matrix once, embeddings
     # tied); the tokenizer's share of the file is about 1%.
     bytes=$(stat -c %s "$m")
-    if [ -n "$tps" ] && [ -n "$COPY" ]; then
-      row "decode $ty" INFO "$(awk -v t="$tps" -v b="$bytes" -v c="$COPY" -v r="${READ:-0}" 'BEGIN {
-        gbs = t * b / 1e9; printf "%.1f tok/s = %.1f GB/s = %.1f%% of copy (%.1f%% of read) bandwidth", t, gbs, 100 * gbs / c, r > 0 ? 100 * gbs / r : 0 }')"
-    else
-      row "decode $ty" FAIL "no decode speed (bench/generate output above)"
-    fi
+    for prof in "" "graphs=on"; do
+      name="decode $ty${prof:+ $prof}"
+      tps=$(decode_tps "$m" "$prof")
+      if [ -n "$tps" ] && [ -n "$COPY" ]; then
+        row "$name" INFO "$(awk -v t="$tps" -v b="$bytes" -v c="$COPY" -v r="${READ:-0}" 'BEGIN {
+          gbs = t * b / 1e9; printf "%.1f tok/s = %.1f GB/s = %.1f%% of copy (%.1f%% of read) bandwidth", t, gbs, 100 * gbs / c, r > 0 ? 100 * gbs / r : 0 }')"
+      else
+        row "$name" FAIL "no decode speed (bench/generate output above)"
+      fi
+    done
   done
 else
   row decode SKIP "gauntlet synth is not built into this binary"

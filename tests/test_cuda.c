@@ -80,6 +80,9 @@ START_TEST(profile_parse)
     ck_assert_int_eq(parse_ok("").n, 0);
     ck_assert_int_eq(parse_ok("   ").n, 0);
     ck_assert_int_eq(parse_ok("gemm=f32").n, 0);
+    ck_assert_int_eq(parse_ok("").graphs, 0);
+    ck_assert_int_eq(parse_ok("graphs=on").graphs, 1);
+    ck_assert_int_eq(parse_ok("graphs=on, graphs=off").graphs, 0);
 }
 END_TEST
 
@@ -96,6 +99,7 @@ START_TEST(profile_parse_errors)
     parse_bad("driver>=12.4,,cc>=8", "empty item");
     parse_bad("gemm=fp16", "gemm is f32 or tf32");
     parse_bad("gemm>=f32", "gemm=f32 or gemm=tf32");
+    parse_bad("graphs=yes", "graphs=on or graphs=off");
     parse_bad("driver=>12", "not a version");
     parse_bad("cc>=8.0 9", "not a version");
     parse_bad("cc>=1,cc>=1,cc>=1,cc>=1,cc>=1,cc>=1,cc>=1,cc>=1,cc>=1", "more than 8");
@@ -604,11 +608,12 @@ typedef struct run_ {
     int n_vocab;
 } run_;
 
-static void open_run(run_ *r, const char *path, const char *backend)
+static void open_run(run_ *r, const char *path, const char *backend, const char *profile)
 {
     gt_err err = {{0}};
+    gt_backend_config cfg = {.driver = profile};
     ck_assert_msg(gt_model_load(path, &r->m, &err) == 0, "%s", err.msg);
-    ck_assert_msg(gt_backend_open(backend, NULL, &r->b, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_backend_open(backend, &cfg, &r->b, &err) == 0, "%s", err.msg);
     ck_assert_msg(gt_session_new(r->m, r->b, NULL, &r->s, &err) == 0, "%s", err.msg);
     r->n_vocab = gt_model_hparams(r->m)->n_vocab;
 }
@@ -644,7 +649,7 @@ static void greedy(run_ *r, const char *prompt, int n, int32_t *out)
     free(logits);
 }
 
-START_TEST(model_greedy_stories260k)
+static void greedy_vs_reference(const char *profile)
 {
     const char *path = gt_test_model("stories260K.gguf");
     if (!path) {
@@ -652,8 +657,8 @@ START_TEST(model_greedy_stories260k)
         return;
     }
     run_ r, c;
-    open_run(&r, path, "reference");
-    open_run(&c, path, "cuda");
+    open_run(&r, path, "reference", NULL);
+    open_run(&c, path, "cuda", profile);
     int32_t a[64], b[64];
     greedy(&r, "Zoo", 64, a);
     greedy(&c, "Zoo", 64, b);
@@ -665,14 +670,18 @@ START_TEST(model_greedy_stories260k)
     }
     text[len] = '\0';
     ck_assert_msg(strncmp(text, GOLDEN_ZOO, strlen(GOLDEN_ZOO)) == 0, "cuda text: %s", text);
+    printf("  greedy 64 tokens%s%s: equal to the reference\n", profile ? ", " : "",
+           profile ? profile : "");
     close_run(&r);
     close_run(&c);
 }
+
+START_TEST(model_greedy_stories260k) { greedy_vs_reference(NULL); }
 END_TEST
 
 /* Teacher-forced logits: batched prefill (cuBLAS path) and one token at a
  * time (mat-vec path), each against the reference on the same file. */
-static void check_file(const char *rel, double limit)
+static void check_file(const char *rel, double limit, const char *profile)
 {
     const char *path = gt_test_model(rel);
     if (!path) {
@@ -680,8 +689,8 @@ static void check_file(const char *rel, double limit)
         return;
     }
     run_ r, c;
-    open_run(&r, path, "reference");
-    open_run(&c, path, "cuda");
+    open_run(&r, path, "reference", NULL);
+    open_run(&c, path, "cuda", profile);
     int32_t ids[256];
     const int n = tokens_of(r.m, GOLDEN_ZOO, ids, 256);
     const size_t nl = (size_t)n * r.n_vocab;
@@ -714,11 +723,20 @@ static void check_file(const char *rel, double limit)
 
 START_TEST(model_files)
 {
-    check_file("stories260K.gguf", 1e-6);
-    check_file("llamacpp-quants/stories260K-f16.gguf", 1e-6);
-    check_file("llamacpp-quants/stories260K-q8_0.gguf", 5e-4);
-    check_file("llamacpp-quants/stories260K-q4_0.gguf", 5e-4);
-    check_file("llamacpp-quants/stories260K-q4_1.gguf", 5e-4);
+    check_file("stories260K.gguf", 1e-6, NULL);
+    check_file("llamacpp-quants/stories260K-f16.gguf", 1e-6, NULL);
+    check_file("llamacpp-quants/stories260K-q8_0.gguf", 5e-4, NULL);
+    check_file("llamacpp-quants/stories260K-q4_0.gguf", 5e-4, NULL);
+    check_file("llamacpp-quants/stories260K-q4_1.gguf", 5e-4, NULL);
+}
+END_TEST
+
+/* graphs=on: replayed CUDA graphs give the same tokens and logits, across
+ * prefill/decode shape changes (re-instantiation) and decode steps (update). */
+START_TEST(model_graphs)
+{
+    greedy_vs_reference("graphs=on");
+    check_file("llamacpp-quants/stories260K-q8_0.gguf", 5e-4, "graphs=on");
 }
 END_TEST
 
@@ -828,6 +846,7 @@ static void add_device_tests(Suite *s)
     tcase_add_test(tc, profile_mismatch);
     tcase_add_test(tc, model_greedy_stories260k);
     tcase_add_test(tc, model_files);
+    tcase_add_test(tc, model_graphs);
     tcase_add_test(tc, leak_sessions);
     suite_add_tcase(s, tc);
 }

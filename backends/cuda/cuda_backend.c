@@ -203,11 +203,15 @@ static void destroy_ctx(gt_cuda_ctx *c)
     gt_cuda_matmul_release(c);
     if (c->status)
         warn_cuda(cudaFree(c->status), "cudaFree (status words)");
+    if (c->exec)
+        warn_cuda(cudaGraphExecDestroy(c->exec), "cudaGraphExecDestroy");
     if (c->cublas) {
         cublasStatus_t s = cublasDestroy(c->cublas);
         if (s != CUBLAS_STATUS_SUCCESS)
             fprintf(stderr, "gauntlet cuda: cublasDestroy: %s\n", cublasGetStatusString(s));
     }
+    if (c->blas_ws)
+        warn_cuda(cudaFree(c->blas_ws), "cudaFree (cuBLAS workspace)");
     if (c->stream)
         warn_cuda(cudaStreamDestroy(c->stream), "cudaStreamDestroy");
     free(c);
@@ -280,17 +284,31 @@ static int cu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
         gt_cuda_fail_blas(err, s, "cublasCreate");
         goto fail;
     }
+    /* Our own workspace (cublasSetStream resets to the default pool, so it
+     * comes after): cuBLAS then never allocates inside a graph capture.
+     * 32 MiB is what NVIDIA suggests for Hopper. */
+    const size_t ws = (size_t)32 << 20;
+    e = cudaMalloc(&c->blas_ws, ws);
+    if (e != cudaSuccess) {
+        c->blas_ws = NULL;
+        gt_cuda_fail(err, e, "cudaMalloc(%zu bytes) for the cuBLAS workspace", ws);
+        goto fail;
+    }
     s = cublasSetStream(c->cublas, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasSetWorkspace(c->cublas, c->blas_ws, ws);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasSetMathMode(c->cublas, c->gemm == GT_CUDA_GEMM_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                      : CUBLAS_DEFAULT_MATH);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        gt_cuda_fail_blas(err, s, "cublasSetStream/cublasSetMathMode");
+        gt_cuda_fail_blas(err, s, "cublasSetStream/cublasSetWorkspace/cublasSetMathMode");
         goto fail;
     }
-    if (c->gemm == GT_CUDA_GEMM_TF32) {
+    c->graphs = prof.graphs && !c->sync_each;
+    if (c->gemm == GT_CUDA_GEMM_TF32 || c->graphs) {
         size_t len = strlen(b->info.extra);
-        snprintf(b->info.extra + len, sizeof b->info.extra - len, ", gemm tf32");
+        snprintf(b->info.extra + len, sizeof b->info.extra - len, "%s%s",
+                 c->gemm == GT_CUDA_GEMM_TF32 ? ", gemm tf32" : "", c->graphs ? ", graphs" : "");
     }
     *out = b;
     return 0;
@@ -601,19 +619,14 @@ static int check_status(gt_cuda_ctx *c, const gt_graph *g, gt_err *err)
                       t ? gt_op_name(t->op) : "?", t ? t->name : "?", st[1], st[2]);
 }
 
-static int cu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
+/* Launches every node on the stream; *last is the last one launched. */
+static int launch_nodes(gt_cuda_ctx *c, const gt_graph *g, bool validated, int *last, gt_err *err)
 {
-    gt_cuda_ctx *c = b->ctx;
-    cudaError_t e = cudaSetDevice(c->device);
-    if (e != cudaSuccess)
-        return gt_cuda_fail(err, e, "cudaSetDevice(%d)", c->device);
-    c->status_armed = false;
-    int last = -1;
     for (int n = 0; n < g->n_nodes; n++) {
         const gt_tensor *t = g->nodes[n];
         if (t->op == GT_OP_NONE)
             continue;
-        int rc = validate(t, err);
+        int rc = validated ? 0 : validate(t, err);
         if (rc == 0) {
             switch (t->op) {
             case GT_OP_GET_ROWS: rc = gt_cuda_op_get_rows(c, t, n, err); break;
@@ -628,12 +641,73 @@ static int cu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
             default: rc = gt_err_set(err, "op %d not implemented", (int)t->op); break;
             }
         }
+        cudaError_t e;
         if (rc == 0 && c->sync_each && (e = cudaStreamSynchronize(c->stream)) != cudaSuccess)
             rc = gt_cuda_fail(err, e, "cudaStreamSynchronize after the node's kernels");
         if (rc != 0)
             return gt_err_wrap(err, "node %d (%s '%s')", n, gt_op_name(t->op), t->name);
-        last = n;
+        *last = n;
     }
+    return 0;
+}
+
+/* graphs=on: the nodes are captured into a CUDA graph and replayed. The
+ * previous executable graph is updated in place when only parameters
+ * changed (decode: the same kernels every token, new positions), and
+ * re-instantiated when the shape changed (prefill after decode). Anything
+ * that would allocate or synchronize is done before the capture. */
+static int capture_and_launch(gt_cuda_ctx *c, const gt_graph *g, int *last, gt_err *err)
+{
+    for (int n = 0; n < g->n_nodes; n++) {
+        const gt_tensor *t = g->nodes[n];
+        if (t->op == GT_OP_NONE)
+            continue;
+        if (validate(t, err) != 0 ||
+            (t->op == GT_OP_MUL_MAT && gt_cuda_matmul_reserve(c, t, err) != 0))
+            return gt_err_wrap(err, "node %d (%s '%s')", n, gt_op_name(t->op), t->name);
+    }
+    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+        return gt_cuda_fail(err, e, "cudaStreamBeginCapture");
+    const int rc = launch_nodes(c, g, true, last, err);
+    cudaGraph_t graph = NULL;
+    e = cudaStreamEndCapture(c->stream, &graph);
+    if (rc != 0 || e != cudaSuccess) {
+        if (graph)
+            warn_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+        (void)cudaGetLastError(); /* an invalidated capture is not sticky */
+        return rc != 0 ? -1 : gt_cuda_fail(err, e, "cudaStreamEndCapture (%d nodes)", g->n_nodes);
+    }
+    if (c->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(c->exec, graph, &info) != cudaSuccess) {
+            (void)cudaGetLastError(); /* a shape change, not a failure */
+            warn_cuda(cudaGraphExecDestroy(c->exec), "cudaGraphExecDestroy");
+            c->exec = NULL;
+        }
+    }
+    if (!c->exec && (e = cudaGraphInstantiate(&c->exec, graph, 0)) != cudaSuccess) {
+        c->exec = NULL;
+        warn_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+        return gt_cuda_fail(err, e, "cudaGraphInstantiate (%d nodes)", g->n_nodes);
+    }
+    e = cudaGraphLaunch(c->exec, c->stream);
+    warn_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    if (e != cudaSuccess)
+        return gt_cuda_fail(err, e, "cudaGraphLaunch (%d nodes)", g->n_nodes);
+    return 0;
+}
+
+static int cu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
+{
+    gt_cuda_ctx *c = b->ctx;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e != cudaSuccess)
+        return gt_cuda_fail(err, e, "cudaSetDevice(%d)", c->device);
+    c->status_armed = false;
+    int last = -1;
+    if ((c->graphs ? capture_and_launch(c, g, &last, err) : launch_nodes(c, g, false, &last, err)) != 0)
+        return -1;
     e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) {
         const gt_tensor *t = last >= 0 ? g->nodes[last] : NULL;

@@ -158,6 +158,12 @@ static int parse_item(const char *item, gt_cuda_profile *out, gt_err *err)
             return gt_err_set(err, "item '%s': gemm is f32 or tf32, not '%s'", item, value);
         return 0;
     }
+    if (strcmp(key, "graphs") == 0) {
+        if (op < 0 || OPS[op].cmp != GT_CUDA_EQ || (strcmp(value, "on") && strcmp(value, "off")))
+            return gt_err_set(err, "item '%s': a setting is written graphs=on or graphs=off", item);
+        out->graphs = strcmp(value, "on") == 0;
+        return 0;
+    }
     int k = -1;
     for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
         if (strcmp(key, KEYS[i].name) == 0)
@@ -165,7 +171,7 @@ static int parse_item(const char *item, gt_cuda_profile *out, gt_err *err)
     if (k < 0)
         return gt_err_set(err,
                           "item '%s': unknown key '%s' (known: driver, runtime, "
-                          "compute_capability (or cc), gemm)",
+                          "compute_capability (or cc); settings gemm, graphs)",
                           item, key);
     if (op < 0)
         return gt_err_set(err, "item '%s': expected an operator (>=, <=, >, <, ==, !=) after '%s'",
@@ -207,7 +213,8 @@ int gt_cuda_profile_parse(const char *text, gt_cuda_profile *out, gt_err *err)
         }
         return gt_err_wrap(err,
                            "cuda driver profile '%s' (items: KEY OP VERSION with KEY driver, "
-                           "runtime or compute_capability, or gemm=f32|tf32, comma-separated)",
+                           "runtime or compute_capability, or gemm=f32|tf32, graphs=on|off, "
+                           "comma-separated)",
                            text);
     }
 }

@@ -5,7 +5,10 @@
  * a setting; items are comma-separated, whitespace is ignored:
  *
  *   profile    := item ("," item)*          ("" or NULL: no constraints)
- *   item       := key op version | "gemm" "=" ("f32" | "tf32")
+ *   item       := key op version | setting
+ *   setting    := "gemm" "=" ("f32" | "tf32")      batched MUL_MAT precision
+ *               | "graphs" "=" ("on" | "off")       replay each graph as a CUDA
+ *                                                   graph (fewer launches)
  *   key        := "driver"              CUDA version the driver supports
  *                                       (cudaDriverGetVersion: 12040 = 12.4)
  *               | "runtime"             CUDA runtime (cudart) version
@@ -50,6 +53,10 @@ typedef struct gt_cuda_profile {
     int n;
     gt_cuda_constraint c[GT_CUDA_MAX_CONSTRAINTS];
     gt_cuda_gemm gemm;
+    /* Capture each compute() into a CUDA graph and replay it (updated in
+     * place while the graph's shape stays the same): one launch per token
+     * instead of one per kernel. Off by default until measured on a GPU. */
+    int graphs;
 } gt_cuda_profile;
 
 /* What was found on the machine, for gt_cuda_profile_check. */

@@ -37,6 +37,9 @@ typedef struct gt_cuda_ctx {
     cublasHandle_t cublas;
     gt_cuda_gemm gemm;
     bool sync_each;        /* GT_CUDA_SYNC=1: synchronize after every node */
+    bool graphs;           /* profile graphs=on: capture and replay (see cu_compute) */
+    cudaGraphExec_t exec;  /* the last graph instantiated, updated while shapes match */
+    void *blas_ws;         /* our cuBLAS workspace: nothing allocates during capture */
     float *tile;           /* dequantized weight rows for batched MUL_MAT */
     size_t tile_floats;    /* capacity of tile */
     int32_t *status;       /* device words a kernel sets on bad input (GET_ROWS ids) */
@@ -70,6 +73,9 @@ int gt_cuda_op_silu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 
 /* MUL_MAT (cuda_matmul.cu). */
 int gt_cuda_op_mul_mat(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
+/* Grows, outside any capture, the scratch a later gt_cuda_op_mul_mat of t
+ * will use. */
+int gt_cuda_matmul_reserve(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 /* Frees what the matmul path grew (the tile). */
 void gt_cuda_matmul_release(gt_cuda_ctx *c);
 

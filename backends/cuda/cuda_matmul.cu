@@ -258,6 +258,21 @@ static int gemm(gt_cuda_ctx *c, const float *w, int rows, int K, const float *x,
     return 0;
 }
 
+/* Rows of weights dequantized per GEMM for a K-wide matrix of n_out rows. */
+static int tile_rows_for(int K, int n_out)
+{
+    const size_t per = TILE_FLOATS / (size_t)K;
+    return (int)(per < 1 ? 1 : per > (size_t)n_out ? (size_t)n_out : per);
+}
+
+extern "C" int gt_cuda_matmul_reserve(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *wt = t->src[0];
+    if (t->src[1]->ne[1] <= MMV_MAX_TOK || wt->type == GT_TYPE_F32)
+        return 0;
+    return ensure_tile(c, (size_t)tile_rows_for((int)wt->ne[0], (int)wt->ne[1]) * wt->ne[0], err);
+}
+
 static int mat_mat(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *wt = t->src[0], *xt = t->src[1];
@@ -269,8 +284,7 @@ static int mat_mat(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
     if (wt->type == GT_TYPE_F32)
         return gemm(c, (const float *)w, n_out, K, x, n_tok, y, n_out, err);
 
-    size_t per = TILE_FLOATS / (size_t)K;
-    const int tile_rows = (int)(per < 1 ? 1 : per > (size_t)n_out ? (size_t)n_out : per);
+    const int tile_rows = tile_rows_for(K, n_out);
     if (ensure_tile(c, (size_t)tile_rows * K, err) != 0)
         return -1;
     for (int j0 = 0; j0 < n_out; j0 += tile_rows) {
