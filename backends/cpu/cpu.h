@@ -91,13 +91,15 @@ typedef struct gt_cpu_blas {
     char path[256];                  /* what was asked for */
     char driver[128];                /* "OpenBLAS (pthread)", "BLAS (libblas.so.3)", "none ..." */
     char version[64];
+    char core[64];                   /* OpenBLAS kernel set in use ("SkylakeX"), else "" */
     char why[192];                   /* why it is not loaded */
 } gt_cpu_blas;
 
 /* Loads the BLAS a driver string names ("blas=PATH", "blas=none", NULL for
  * libopenblas.so.0). Never fails: on error blas->sgemm is NULL and why says
  * why. Libraries stay loaded for the life of the process (unloading OpenBLAS
- * under its own worker threads is not safe). */
+ * under its own worker threads is not safe). Sets OPENBLAS_CORETYPE first
+ * when the user has not (see cpu_blas.c). */
 void gt_cpu_blas_load(const char *driver, gt_cpu_blas *blas);
 
 /* ---- backend context ----------------------------------------------------- */

@@ -116,8 +116,9 @@ static void fill_info(gt_device_info *d, const gt_cpu_blas *blas, const char *is
     snprintf(d->driver, sizeof d->driver, "%s", blas->driver);
     snprintf(d->driver_version, sizeof d->driver_version, "%s", blas->version);
     if (blas->sgemm)
-        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas=%.120s blas_min_batch=%d",
-                 isa, threads, n_cores(), blas->path, min_batch);
+        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas=%.100s%s%.40s blas_min_batch=%d",
+                 isa, threads, n_cores(), blas->path, blas->core[0] ? " core=" : "", blas->core,
+                 min_batch);
     else
         snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas unavailable: %.150s",
                  isa, threads, n_cores(), blas->why);

@@ -12,6 +12,15 @@
  * model); for any other library the version is read from the real file name
  * behind the soname (libblas.so.3 -> libblas.so.3.11.0).
  *
+ * OpenBLAS's DYNAMIC_ARCH build picks its kernels from the CPU model number,
+ * and a release older than the CPU (0.3.21 on a newer Xeon, or any CPU a
+ * hypervisor reports with an unfamiliar model) falls back to "Prescott"
+ * SSE3 kernels, 5-6x slower than it could be. So unless OPENBLAS_CORETYPE is
+ * already set, it is set from the features __builtin_cpu_supports reports
+ * (AVX-512 -> SkylakeX, AVX2+FMA -> Haswell) before the first dlopen; other
+ * BLAS libraries ignore it. The kernel set in use is reported either way
+ * (openblas_get_corename), so a cell records what really ran.
+ *
  * Handles are cached and never closed: OpenBLAS keeps worker threads that
  * must not outlive their code, and a second backend instance asking for the
  * same library should get the same one. */
@@ -31,6 +40,20 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static gt_cpu_blas g_cache[MAX_CACHED];
 static int g_n_cache;
+
+static void set_coretype(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (getenv("OPENBLAS_CORETYPE"))
+        return;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+#endif
+}
 
 /* "0.3.21" out of "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
 static void openblas_describe(void *h, gt_cpu_blas *b)
@@ -53,6 +76,9 @@ static void openblas_describe(void *h, gt_cpu_blas *b)
     }
     if (!b->version[0])
         snprintf(b->version, sizeof b->version, "unknown");
+    config_fn core = (config_fn)dlsym(h, "openblas_get_corename");
+    const char *cn = core ? core() : NULL;
+    snprintf(b->core, sizeof b->core, "%s", cn ? cn : "unknown");
 }
 
 /* The version suffix of the file the handle really maps. */
@@ -78,6 +104,7 @@ static void load_uncached(const char *path, gt_cpu_blas *b)
     if (strcmp(path, "none") == 0) {
         snprintf(b->why, sizeof b->why, "BLAS disabled by the driver profile (blas=none)");
     } else {
+        set_coretype();
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *e = dlerror();
