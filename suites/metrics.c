@@ -93,7 +93,8 @@ double gt_rel_spread(double *v, int n)
     if (n <= 0)
         return NAN;
     double med = gt_median(v, n); /* sorted now */
-    return med != 0 ? (v[n - 1] - v[0]) / fabs(med) : 0;
+    double iqr = gt_percentile(v, n, 0.75) - gt_percentile(v, n, 0.25);
+    return med != 0 ? iqr / fabs(med) : 0;
 }
 
 void gt_top_k(const float *x, int n, int k, int32_t *ids)

@@ -35,7 +35,9 @@ double gt_nmse(const float *ref, const float *x, int n);
  * statistics; sorts v in place. NaN for n == 0. */
 double gt_percentile(double *v, int n, double q);
 
-/* Median of v (sorts in place) and (max - min) / median. */
+/* Median of v (sorts in place) and the relative spread (q75 - q25) / median:
+ * the interquartile range, unlike max - min, does not grow with every
+ * repetition added, so "repeat until the spread is small" can terminate. */
 double gt_median(double *v, int n);
 double gt_rel_spread(double *v, int n);
 

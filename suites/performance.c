@@ -1,0 +1,236 @@
+/* performance.c: how fast this cell is, and whether it got slower.
+ *
+ * llama-bench style: pp (prefill n_prompt tokens as one batch, tokens/s)
+ * and tg (n_gen single-token decode steps, tokens/s), plus time to first
+ * token (the prefill call that returns the first next-token logits), the
+ * per-token decode latency distribution (p50/p90/p99 over every step of
+ * every repetition), load time (model load + session creation, i.e. weight
+ * upload), peak RSS (VmHWM) and the session's device memory.
+ *
+ * After one warm-up repetition (page faults, lazy kernel compilation, BLAS
+ * thread start-up), at least `reps` repetitions run; while the relative
+ * spread (interquartile range / median) of pp or tg exceeds spread_pct,
+ * more run, up to max_reps. Medians are reported, with the spreads and the
+ * number of repetitions, so a noisy machine is visible in the record rather
+ * than hidden in a lucky run.
+ *
+ * Regression: pp_tps, tg_tps, ttft_ms, tok_p50_ms and load_ms carry
+ * regress=true; the gate compares them with the same cell id in the
+ * baseline run and prints both numbers and the change when one is worse
+ * than the gate's perf_regression_pct (10% unless the matrix says
+ * otherwise). Absolute bounds are "info" unless a matrix sets them: speed
+ * depends on the machine, a baseline from the same machine does not. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt/sampler.h"
+#include "gt/session.h"
+#include "metrics.h"
+#include "suite.h"
+
+static const gt_metric_def METRICS[] = {
+    {"pp_tps", "tok/s", +1, true, NULL, "prefill tokens per second (median)"},
+    {"tg_tps", "tok/s", +1, true, NULL, "decode tokens per second (median)"},
+    {"ttft_ms", "ms", -1, true, NULL, "time to first token: prefill of the prompt (median)"},
+    {"tok_p50_ms", "ms", -1, true, NULL, "decode latency per token, median"},
+    {"tok_p90_ms", "ms", -1, false, NULL, "decode latency per token, 90th percentile"},
+    {"tok_p99_ms", "ms", -1, false, NULL, "decode latency per token, 99th percentile"},
+    {"load_ms", "ms", -1, true, NULL, "model load + session creation (weight upload)"},
+    {"peak_rss_mib", "MiB", -1, false, NULL, "peak resident memory of the worker (VmHWM)"},
+    {"device_mib", "MiB", -1, false, NULL, "backend memory held by the session"},
+    {"pp_spread", "ratio", -1, false, NULL, "interquartile range / median of pp_tps"},
+    {"tg_spread", "ratio", -1, false, NULL, "interquartile range / median of tg_tps"},
+    {"reps", "count", 0, false, NULL, "measured repetitions (after one warm-up)"},
+    {NULL},
+};
+
+static const gt_setting_def SETTINGS[] = {
+    {"n_prompt", GT_SET_INT, "prefill tokens (default 64)"},
+    {"n_gen", GT_SET_INT, "decode tokens (default 32)"},
+    {"reps", GT_SET_INT, "repetitions at least (default 3)"},
+    {"max_reps", GT_SET_INT, "repetitions at most while the spread is high (default 10)"},
+    {"spread_pct", GT_SET_NUM, "spread above which repetitions are added (default 5)"},
+    {"backends", GT_SET_STRINGS, "backends measured (default all; e.g. leave out reference)"},
+    {NULL},
+};
+
+/* A /proc/self/status field in kB ("VmHWM:"), or -1. */
+static long proc_status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0) {
+            kb = atol(line + n);
+            break;
+        }
+    fclose(f);
+    return kb;
+}
+
+typedef struct rep {
+    double pp_s, tg_s;
+} rep;
+
+/* One repetition; step latencies appended to lat (n_gen of them). */
+static int measure(gt_session *s, const int32_t *prompt, int n_prompt, int n_gen, float *logits,
+                   rep *r, double *lat, gt_err *err)
+{
+    int n_vocab = gt_model_hparams(gt_session_model(s))->n_vocab;
+    if (gt_session_truncate(s, 0, err) != 0)
+        return -1;
+    double t0 = gt_suite_now();
+    if (gt_session_eval(s, prompt, n_prompt, false, logits, err) != 0)
+        return -1;
+    double t1 = gt_suite_now();
+    r->pp_s = t1 - t0;
+    for (int i = 0; i < n_gen; i++) {
+        int32_t next = gt_argmax(logits, n_vocab);
+        double a = gt_suite_now();
+        if (gt_session_eval(s, &next, 1, false, logits, err) != 0)
+            return -1;
+        lat[i] = gt_suite_now() - a;
+    }
+    r->tg_s = gt_suite_now() - t1;
+    return 0;
+}
+
+static int performance_run(gt_suite_ctx *c, gt_err *err)
+{
+    int n_prompt = (int)gt_suite_int(c, "n_prompt", 64);
+    int n_gen = (int)gt_suite_int(c, "n_gen", 32);
+    int min_reps = (int)gt_suite_int(c, "reps", 3);
+    int max_reps = (int)gt_suite_int(c, "max_reps", 10);
+    double spread_pct = gt_suite_num(c, "spread_pct", 5);
+    if (n_prompt < 1 || n_gen < 1 || min_reps < 1 || max_reps < min_reps || max_reps > 1000)
+        return gt_err_set(err, "performance settings: n_prompt, n_gen, reps >= 1 and "
+                               "reps <= max_reps <= 1000");
+    const cJSON *bl = gt_suite_setting(c, "backends");
+    if (bl) {
+        bool listed = false;
+        for (const cJSON *b = bl->child; b; b = b->next)
+            listed |= strcmp(b->valuestring, c->backend_name) == 0;
+        if (!listed) {
+            gt_suite_result(c, "measured", GT_ST_SKIP,
+                            "backend %s is not in this tier's performance backends",
+                            c->backend_name);
+            return 0;
+        }
+    }
+    gt_model *shared;
+    if (gt_suite_model(c, &shared, err) != 0)
+        return -1;
+    int n_vocab = gt_model_hparams(shared)->n_vocab;
+
+    /* Load time on a fresh model: the shared one is already mapped. */
+    gt_model *m = NULL;
+    gt_session *s = NULL;
+    gt_session_params sp = {.n_ctx = n_prompt + n_gen + 1};
+    double t0 = gt_suite_now();
+    if (gt_model_load(c->model_path, &m, err) != 0 ||
+        gt_session_new(m, c->backend, &sp, &s, err) != 0) {
+        gt_model_free(m);
+        return -1;
+    }
+    double load_ms = (gt_suite_now() - t0) * 1e3;
+
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    rep *reps = calloc((size_t)max_reps, sizeof *reps);
+    double *lat = malloc((size_t)(max_reps + 1) * n_gen * sizeof *lat);
+    double *pp = malloc((size_t)max_reps * sizeof *pp), *tg = malloc((size_t)max_reps * sizeof *tg);
+    double *tt = malloc((size_t)max_reps * sizeof *tt);
+    int rc = -1, n = 0;
+    if (!prompt || !logits || !reps || !lat || !pp || !tg || !tt) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    /* Token ids spread over the vocabulary, deterministic: speed must not
+     * depend on which text happens to be in a file. */
+    const gt_tokenizer *tk = gt_model_tokenizer(m);
+    int o = 0;
+    if (gt_tokenizer_adds_bos(tk) && gt_tokenizer_bos(tk) >= 0)
+        prompt[o++] = gt_tokenizer_bos(tk);
+    uint64_t rng = c->seed;
+    for (; o < n_prompt; o++)
+        prompt[o] = (int32_t)(gt_rng_next(&rng) % (uint64_t)n_vocab);
+    rep warm;
+    if (measure(s, prompt, n_prompt, n_gen, logits, &warm, lat, err) != 0)
+        goto out;
+    double pp_spread = 0, tg_spread = 0;
+    while (n < max_reps) {
+        if (measure(s, prompt, n_prompt, n_gen, logits, &reps[n], lat + (size_t)n * n_gen, err))
+            goto out;
+        n++;
+        if (n < min_reps)
+            continue;
+        for (int i = 0; i < n; i++) {
+            pp[i] = n_prompt / reps[i].pp_s;
+            tg[i] = n_gen / reps[i].tg_s;
+        }
+        pp_spread = gt_rel_spread(pp, n);
+        tg_spread = gt_rel_spread(tg, n);
+        if (pp_spread * 100 <= spread_pct && tg_spread * 100 <= spread_pct)
+            break;
+    }
+    for (int i = 0; i < n; i++) {
+        pp[i] = n_prompt / reps[i].pp_s;
+        tg[i] = n_gen / reps[i].tg_s;
+        tt[i] = reps[i].pp_s * 1e3;
+    }
+    double pp_med = gt_median(pp, n), tg_med = gt_median(tg, n), tt_med = gt_median(tt, n);
+    int nl = n * n_gen;
+    for (int i = 0; i < nl; i++)
+        lat[i] *= 1e3;
+    double p50 = gt_percentile(lat, nl, 0.5), p90 = gt_percentile(lat, nl, 0.9);
+    double p99 = gt_percentile(lat, nl, 0.99);
+    long hwm = proc_status_kb("VmHWM:");
+    gt_suite_result(c, "measured", GT_ST_PASS,
+                    "pp%d %.1f tok/s, tg%d %.1f tok/s (medians of %d repetitions after a "
+                    "warm-up; spread %.1f%% / %.1f%%%s); latency p50 %.2f ms p99 %.2f ms",
+                    n_prompt, pp_med, n_gen, tg_med, n, pp_spread * 100, tg_spread * 100,
+                    (pp_spread * 100 > spread_pct || tg_spread * 100 > spread_pct)
+                        ? ", above the target: repetitions capped"
+                        : "",
+                    p50, p99);
+    gt_suite_metric(c, "pp_tps", pp_med);
+    gt_suite_metric(c, "tg_tps", tg_med);
+    gt_suite_metric(c, "ttft_ms", tt_med);
+    gt_suite_metric(c, "tok_p50_ms", p50);
+    gt_suite_metric(c, "tok_p90_ms", p90);
+    gt_suite_metric(c, "tok_p99_ms", p99);
+    gt_suite_metric(c, "load_ms", load_ms);
+    if (hwm >= 0)
+        gt_suite_metric(c, "peak_rss_mib", hwm / 1024.0);
+    gt_suite_metric(c, "device_mib", (double)gt_session_device_bytes(s) / (1024.0 * 1024.0));
+    gt_suite_metric(c, "pp_spread", pp_spread);
+    gt_suite_metric(c, "tg_spread", tg_spread);
+    gt_suite_metric(c, "reps", n);
+    rc = 0;
+out:
+    gt_session_free(s);
+    gt_model_free(m);
+    free(prompt);
+    free(logits);
+    free(reps);
+    free(lat);
+    free(pp);
+    free(tg);
+    free(tt);
+    return rc;
+}
+
+const gt_suite gt_suite_performance = {
+    .name = "performance",
+    .description = "prefill/decode tokens/s, time to first token, latency percentiles, load "
+                   "time, peak RSS and device memory; regressions vs a baseline run",
+    .metrics = METRICS,
+    .settings = SETTINGS,
+    .run = performance_run,
+};
