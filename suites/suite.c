@@ -16,12 +16,16 @@
 extern const gt_suite gt_suite_smoke;
 extern const gt_suite gt_suite_functional;
 extern const gt_suite gt_suite_accuracy;
+extern const gt_suite gt_suite_performance;
+extern const gt_suite gt_suite_soak;
 
 /* Every suite the harness knows, in the order a tier usually runs them. */
 static const gt_suite *const SUITES[] = {
     &gt_suite_smoke,
     &gt_suite_functional,
     &gt_suite_accuracy,
+    &gt_suite_performance,
+    &gt_suite_soak,
 };
 
 int gt_suite_all(const gt_suite *const **out)
