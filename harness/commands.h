@@ -26,5 +26,6 @@ int cmd_merge(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@ WEAK int cmd_merge(int, char **);
 WEAK int cmd_report(int, char **);
 WEAK int cmd_compare(int, char **);
 WEAK int cmd_fetch(int, char **);
+WEAK int cmd_serve(int, char **);
 
 static const verb VERBS[] = {
     {"qualify", cmd_qualify, "run a matrix's suites, record results, gate the release"},
@@ -47,6 +48,7 @@ static const verb VERBS[] = {
     {"test-ops", cmd_test_ops, "check every op of a backend against the reference"},
     {"bench", cmd_bench, "measure prefill/decode speed against the machine's limits"},
     {"fetch", cmd_fetch, "download model artifacts, verified by sha256"},
+    {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
     {"db", cmd_db, "check a results database"},
     {"merge", cmd_merge, "merge results databases from shards or hosts"},
     {"worker", cmd_worker, NULL}, /* internal: one cell in a child process */
