@@ -142,7 +142,7 @@ static void chart(FILE *f, const char *title, const char *unit, const bar *b, in
     for (int i = 0; i < n; i++)
         if (isfinite(b[i].v) && b[i].v > max)
             max = b[i].v;
-    const int lw = 250, bw = 320, vw = 90, rh = 18, top = 22;
+    const int lw = 220, bw = 290, vw = 80, rh = 18, top = 22;
     const int w = lw + bw + vw, h = top + n * rh + 6;
     fprintf(f, "<svg class=\"chart\" role=\"img\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "xmlns=\"http://www.w3.org/2000/svg\"><title>",

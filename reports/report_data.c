@@ -478,8 +478,10 @@ void gt_report_num(double v, char *out, size_t cap)
         snprintf(out, cap, "0");
     else if (fabs(v) >= 1e6 || fabs(v) < 1e-3)
         snprintf(out, cap, "%.4g", v);
-    else if (fabs(v) >= 100)
+    else if (fabs(v) >= 10)
         snprintf(out, cap, "%.1f", v);
+    else if (fabs(v) >= 1)
+        snprintf(out, cap, "%.2f", v);
     else
         snprintf(out, cap, "%.4g", v);
 }

@@ -3,9 +3,10 @@
  * Status changes are classified the way a release reviewer reads them:
  * a new failure (was fine or absent, now fail/error/crash/timeout/xpass), a
  * fix (was failing, now pass or xfail), any other change, and cells added or
- * removed by the matrix. Metrics with a direction (better != 0) present in
- * both runs become deltas; those worse or better by more than the threshold
- * are the performance regressions and improvements (worst first). The
+ * removed by the matrix. Every metric present in both runs becomes a delta
+ * (for compare); performance ones (regress-flagged, throughput, latency)
+ * with a direction, worse or better by more than the threshold, are the
+ * regressions and improvements (worst first). The
  * threshold defaults to the gate's perf_regression_pct so the report
  * highlights what the gate judged, and 5% without one. */
 #include "report.h"
