@@ -98,7 +98,10 @@ use_debs() {
   local D=/tmp/gt-devdeps
   rm -rf "$D" && mkdir -p "$D"
   for f in "$CACHE"/debs/*.deb; do dpkg-deb -x "$f" "$D" || return 1; done
-  find "$D" -name '*.pc' -exec sed -i "s|=/usr|=$D/usr|g; s|-I/usr|-I$D/usr|g; s|-L/usr|-L$D/usr|g" {} +
+  # Point the .pc files at the prefix; drop Requires.private (static links
+  # only), which would name -dev packages (gnutls, ...) nobody needs here.
+  find "$D" -name '*.pc' -exec sed -i "s|=/usr|=$D/usr|g; s|-I/usr|-I$D/usr|g; s|-L/usr|-L$D/usr|g;
+    /^Requires.private:/d" {} +
   local M=$D/usr/lib/x86_64-linux-gnu
   export PATH="$PATH:$D/usr/bin"
   export PKG_CONFIG_PATH="$M/pkgconfig:$D/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
