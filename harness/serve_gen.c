@@ -1,0 +1,521 @@
+/* serve_gen.c: one completion request run on the model session.
+ *
+ * The session is reset (truncated to 0) for every request, so answers never
+ * depend on what was asked before: the same request at temperature 0, or
+ * with the same seed, gives the same text. Logprobs are the model's own
+ * distribution (log-softmax of the raw logits, before temperature / top-k /
+ * top-p), which is what a qualification against a reference compares.
+ *
+ * Text is kept as the model's bytes; JSON needs UTF-8, so every string that
+ * goes out is cleaned (an invalid byte becomes U+FFFD). A stream holds back
+ * the bytes that could still become a stop string or finish a UTF-8
+ * sequence, so a client never sees text that a later token retracts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "gt/sampler.h"
+#include "gt/tokenizer.h"
+#include "serve.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static int sbuf_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid,
+ * -1 when it is a valid start cut short by the end of the buffer. */
+static int utf8_seq(const unsigned char *s, size_t n)
+{
+    int len;
+    unsigned min;
+    if (s[0] < 0x80)
+        return s[0] ? 1 : 0; /* NUL cannot go through C strings */
+    if ((s[0] & 0xe0) == 0xc0)
+        len = 2, min = 0x80;
+    else if ((s[0] & 0xf0) == 0xe0)
+        len = 3, min = 0x800;
+    else if ((s[0] & 0xf8) == 0xf0)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = s[0] & (0x7f >> len);
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n)
+            return -1;
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A NUL-terminated UTF-8 copy; invalid bytes become U+FFFD. */
+static char *utf8_clean(const char *s, size_t n)
+{
+    char *out = malloc(n * 3 + 1), *o = out;
+    if (!out)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int l = utf8_seq(u + i, n - i);
+        if (l > 0) {
+            memcpy(o, u + i, (size_t)l);
+            o += l;
+            i += (size_t)l;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Bytes at the end of s[0..n) that start a UTF-8 sequence not yet complete. */
+static size_t utf8_incomplete_tail(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = u[n - k];
+        if ((c & 0xc0) == 0x80)
+            continue;
+        return utf8_seq(u + n - k, k) == -1 ? k : 0;
+    }
+    return 0;
+}
+
+/* One position's token and, when asked, its logprob and top alternatives. */
+typedef struct tokrec {
+    int32_t id;
+    size_t offset, len; /* its bytes in the answer's text */
+    bool has_lp;        /* false for the first prompt token: nothing precedes it */
+    float lp;
+    int n_top;
+    int32_t top_id[GT_SERVE_MAX_LOGPROBS];
+    float top_lp[GT_SERVE_MAX_LOGPROBS];
+} tokrec;
+
+static void token_logprobs(const float *logits, int n_vocab, int32_t id, int n_top, tokrec *t)
+{
+    double mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp(logits[i] - mx);
+    const double lse = mx + log(sum);
+    t->has_lp = true;
+    t->lp = (float)(logits[id] - lse);
+    /* Top-N by insertion; strict comparison keeps ties in id order, as the
+     * greedy sampler breaks them. */
+    t->n_top = 0;
+    for (int i = 0; i < n_vocab && n_top > 0; i++) {
+        int k = t->n_top;
+        if (k == n_top && !(logits[i] > logits[t->top_id[k - 1]]))
+            continue;
+        if (k < n_top)
+            t->n_top++;
+        else
+            k--;
+        while (k > 0 && logits[i] > logits[t->top_id[k - 1]]) {
+            t->top_id[k] = t->top_id[k - 1];
+            k--;
+        }
+        t->top_id[k] = i;
+    }
+    for (int k = 0; k < t->n_top; k++)
+        t->top_lp[k] = (float)(logits[t->top_id[k]] - lse);
+}
+
+static void add_clean_string(cJSON *arr_or_obj, const char *key, const char *s, size_t n)
+{
+    char *c = utf8_clean(s, n);
+    cJSON *v = cJSON_CreateString(c ? c : "");
+    free(c);
+    if (key)
+        cJSON_AddItemToObject(arr_or_obj, key, v);
+    else
+        cJSON_AddItemToArray(arr_or_obj, v);
+}
+
+/* The OpenAI completions logprobs object for recs[0..n). */
+static cJSON *logprobs_json(const tokrec *recs, int n, const char *text, const gt_tokenizer *tok)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens");
+    cJSON *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs");
+    cJSON *offs = cJSON_AddArrayToObject(o, "text_offset");
+    cJSON *ids = cJSON_AddArrayToObject(o, "token_ids"); /* extension: exact ids */
+    for (int i = 0; i < n; i++) {
+        const tokrec *t = &recs[i];
+        add_clean_string(tokens, NULL, text + t->offset, t->len);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)t->offset));
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(t->id));
+        if (!t->has_lp) {
+            cJSON_AddItemToArray(lps, cJSON_CreateNull());
+            cJSON_AddItemToArray(tops, cJSON_CreateNull());
+            continue;
+        }
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(t->lp));
+        cJSON *top = cJSON_CreateObject();
+        for (int k = 0; k < t->n_top; k++) {
+            char piece[256];
+            int len = gt_token_to_bytes(tok, t->top_id[k], piece, sizeof piece);
+            len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
+            char *key = utf8_clean(piece, (size_t)len);
+            cJSON_AddItemToObject(top, key ? key : "", cJSON_CreateNumber(t->top_lp[k]));
+            free(key);
+        }
+        cJSON_AddItemToArray(tops, top);
+    }
+    return o;
+}
+
+typedef struct gen {
+    gt_serve_ctx *c;
+    const gt_serve_req *r;
+    const gt_tokenizer *tok;
+    const gt_serve_sink *sink;
+    char id[48];
+    long created;
+    sbuf text;
+    tokrec *recs;
+    int n_rec, n_prompt_rec;
+    size_t gen_start;  /* where generated text begins (after an echo) */
+    size_t emitted;    /* stream: text bytes sent */
+    int rec_sent;      /* stream: recs sent */
+} gen;
+
+static cJSON *chunk_base(const gen *g)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", g->id);
+    cJSON_AddStringToObject(o, "object", "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)g->created);
+    cJSON_AddStringToObject(o, "model", g->c->model_id);
+    return o;
+}
+
+static void send_frame(const gen *g, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s)
+        return;
+    g->sink->write(g->sink->ud, "data: ", 6);
+    g->sink->write(g->sink->ud, s, strlen(s));
+    g->sink->write(g->sink->ud, "\n\n", 2);
+    free(s);
+}
+
+static cJSON *usage_json(int prompt, int completion)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
+    return u;
+}
+
+/* Sends text and recs up to `upto` bytes (everything when final). */
+static void stream_flush(gen *g, size_t upto, const char *finish)
+{
+    int r_end = g->rec_sent;
+    while (r_end < g->n_rec && (finish || g->recs[r_end].offset + g->recs[r_end].len <= upto))
+        r_end++;
+    if (upto <= g->emitted && r_end == g->rec_sent && !finish)
+        return;
+    cJSON *o = chunk_base(g);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, ch);
+    add_clean_string(ch, "text", g->text.p + g->emitted, upto > g->emitted ? upto - g->emitted : 0);
+    cJSON_AddNumberToObject(ch, "index", 0);
+    if (g->r->logprobs >= 0)
+        cJSON_AddItemToObject(ch, "logprobs", logprobs_json(g->recs + g->rec_sent,
+                                                            r_end - g->rec_sent, g->text.p, g->tok));
+    else
+        cJSON_AddNullToObject(ch, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(ch, "finish_reason");
+    send_frame(g, o);
+    if (upto > g->emitted)
+        g->emitted = upto;
+    g->rec_sent = r_end;
+}
+
+/* How much of the text a stream may release now. */
+static size_t releasable(const gen *g)
+{
+    size_t end = g->text.len;
+    size_t hold = 0;
+    for (int s = 0; s < g->r->n_stop; s++) {
+        const char *st = g->r->stop[s];
+        size_t sl = strlen(st);
+        for (size_t k = sl - 1; k > hold; k--)
+            if (k <= end - g->gen_start && memcmp(g->text.p + end - k, st, k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    end -= hold;
+    return end - utf8_incomplete_tail(g->text.p, end);
+}
+
+/* Cuts the text at the first stop string that now appears in the
+ * generated part; returns true when one did. */
+static bool apply_stop(gen *g, size_t new_from)
+{
+    size_t best = (size_t)-1;
+    for (int s = 0; s < g->r->n_stop; s++) {
+        size_t sl = strlen(g->r->stop[s]);
+        size_t from = new_from >= g->gen_start + sl ? new_from - sl + 1 : g->gen_start;
+        const char *hit = memmem(g->text.p + from, g->text.len - from, g->r->stop[s], sl);
+        if (hit && (size_t)(hit - g->text.p) < best)
+            best = (size_t)(hit - g->text.p);
+    }
+    if (best == (size_t)-1)
+        return false;
+    g->text.len = best;
+    g->text.p[best] = '\0';
+    while (g->n_rec > g->n_prompt_rec && g->recs[g->n_rec - 1].offset >= best)
+        g->n_rec--;
+    if (g->n_rec > 0 && g->recs[g->n_rec - 1].offset + g->recs[g->n_rec - 1].len > best)
+        g->recs[g->n_rec - 1].len = best - g->recs[g->n_rec - 1].offset;
+    return true;
+}
+
+/* The prompt's tokens as text pieces: piece i is what decoding i+1 tokens
+ * adds to decoding i, so the pieces concatenate to the decoded prompt. */
+static int echo_prompt(gen *g, const int32_t *ids, int n)
+{
+    char *buf = NULL;
+    size_t prev = 0;
+    for (int i = 0; i < n; i++) {
+        int len = gt_detokenize(g->tok, ids, i + 1, NULL, 0);
+        if (len < 0)
+            return -1;
+        char *nb = realloc(buf, (size_t)len + 1);
+        if (!nb) {
+            free(buf);
+            return -1;
+        }
+        buf = nb;
+        gt_detokenize(g->tok, ids, i + 1, buf, (size_t)len + 1);
+        size_t l = (size_t)len >= prev ? (size_t)len - prev : 0;
+        g->recs[g->n_rec++] = (tokrec){.id = ids[i], .offset = g->text.len, .len = l};
+        if (sbuf_add(&g->text, buf + prev, l)) {
+            free(buf);
+            return -1;
+        }
+        prev = (size_t)len;
+    }
+    free(buf);
+    g->n_prompt_rec = g->n_rec;
+    return 0;
+}
+
+int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n, gt_serve_error *e)
+{
+    const gt_tokenizer *tok = gt_model_tokenizer(c->model);
+    const bool bos = gt_tokenizer_adds_bos(tok);
+    const size_t len = strlen(r->prompt);
+    gt_err err = {{0}};
+    int need = gt_tokenize(tok, r->prompt, len, bos, NULL, 0, &err);
+    if (need < 0)
+        return gt_serve_fail(e, 400, "invalid_request_error", "prompt", "cannot tokenize: %s",
+                             err.msg), NULL;
+    if (need == 0)
+        return gt_serve_fail(e, 400, "invalid_request_error", "prompt",
+                             "the prompt is empty and the model adds no BOS token: nothing "
+                             "to condition on"), NULL;
+    const int n_ctx = gt_session_n_ctx(c->session);
+    if (need + r->max_tokens > n_ctx)
+        return gt_serve_fail(e, 400, "invalid_request_error", "max_tokens",
+                             "this model's context is %d tokens; the request needs %d (%d in "
+                             "the prompt, %d for the completion)",
+                             n_ctx, need + r->max_tokens, need, r->max_tokens), NULL;
+    int32_t *ids = malloc(sizeof *ids * (size_t)need);
+    if (!ids)
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory"), NULL;
+    *n = gt_tokenize(tok, r->prompt, len, bos, ids, need, &err);
+    return ids;
+}
+
+static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char **response,
+                    gt_serve_error *e)
+{
+    gt_serve_ctx *c = g->c;
+    const gt_serve_req *r = g->r;
+    const int n_vocab = gt_model_hparams(c->model)->n_vocab;
+    const bool want_lp = r->logprobs >= 0, prompt_lp = want_lp && r->echo;
+    const int n_top = r->logprobs > 0 ? r->logprobs : 0;
+    gt_err err = {{0}};
+    if (gt_session_truncate(c->session, 0, &err) != 0)
+        return gt_serve_fail(e, 500, "server_error", NULL, "session reset: %s", err.msg);
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)(prompt_lp ? n_ids : 1));
+    g->recs = malloc(sizeof(tokrec) * (size_t)(n_ids + r->max_tokens + 1));
+    gt_sampler_params sp = {r->temperature, r->top_k, r->top_p,
+                            r->has_seed ? r->seed : (uint64_t)time(NULL) * 1000003u + c->counter};
+    gt_sampler *smp = gt_sampler_new(&sp, n_vocab);
+    int rc = -1;
+    if (!logits || !g->recs || !smp) {
+        gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+        goto done;
+    }
+    if (gt_session_eval(c->session, ids, n_ids, prompt_lp, logits, &err) != 0) {
+        gt_serve_fail(e, 500, "server_error", NULL, "evaluating the prompt: %s", err.msg);
+        goto done;
+    }
+    if (r->echo && echo_prompt(g, ids, n_ids) != 0) {
+        gt_serve_fail(e, 500, "server_error", NULL, "decoding the prompt failed");
+        goto done;
+    }
+    if (prompt_lp)
+        for (int i = 1; i < n_ids; i++)
+            token_logprobs(logits + (size_t)(i - 1) * (size_t)n_vocab, n_vocab, ids[i], n_top,
+                           &g->recs[i]);
+    g->gen_start = g->text.len;
+    if (g->sink && r->echo)
+        stream_flush(g, g->text.len, NULL);
+    const float *last = logits + (prompt_lp ? (size_t)(n_ids - 1) * (size_t)n_vocab : 0);
+    const int32_t eos = gt_tokenizer_eos(g->tok);
+    const char *finish = "length";
+    int n_gen = 0;
+    while (n_gen < r->max_tokens) {
+        if (gt_now() > deadline) {
+            gt_serve_fail(e, 504, "timeout_error", NULL,
+                          "the request ran past the server's per-request timeout after %d tokens",
+                          n_gen);
+            goto done;
+        }
+        if (g->sink && g->sink->cancelled(g->sink->ud)) {
+            finish = "cancelled";
+            break;
+        }
+        const int32_t t = gt_sampler_sample(smp, last);
+        if (t == eos) {
+            finish = "stop";
+            break;
+        }
+        tokrec *rec = &g->recs[g->n_rec];
+        *rec = (tokrec){.id = t, .offset = g->text.len};
+        if (want_lp)
+            token_logprobs(last, n_vocab, t, n_top, rec);
+        char piece[256];
+        int len = gt_token_to_bytes(g->tok, t, piece, sizeof piece);
+        len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
+        rec->len = (size_t)len;
+        g->n_rec++;
+        n_gen++;
+        if (sbuf_add(&g->text, piece, (size_t)len)) {
+            gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+            goto done;
+        }
+        if (r->n_stop && apply_stop(g, rec->offset)) {
+            finish = "stop";
+            break;
+        }
+        if (g->sink)
+            stream_flush(g, releasable(g), NULL);
+        if (n_gen == r->max_tokens)
+            break; /* nobody samples after the last token: skip its eval */
+        if (gt_session_eval(c->session, &t, 1, false, logits, &err) != 0) {
+            gt_serve_fail(e, 500, "server_error", NULL, "evaluating token %d: %s", n_gen, err.msg);
+            goto done;
+        }
+        last = logits;
+    }
+    if (g->sink) {
+        if (strcmp(finish, "cancelled") != 0) {
+            stream_flush(g, g->text.len, finish);
+            if (r->include_usage) {
+                cJSON *o = chunk_base(g);
+                cJSON_AddArrayToObject(o, "choices");
+                cJSON_AddItemToObject(o, "usage", usage_json(n_ids, n_gen));
+                send_frame(g, o);
+            }
+        }
+    } else {
+        cJSON *o = chunk_base(g);
+        cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddItemToArray(choices, ch);
+        add_clean_string(ch, "text", g->text.p ? g->text.p : "", g->text.len);
+        cJSON_AddNumberToObject(ch, "index", 0);
+        if (want_lp)
+            cJSON_AddItemToObject(ch, "logprobs", logprobs_json(g->recs, g->n_rec, g->text.p, g->tok));
+        else
+            cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
+        cJSON_AddItemToObject(o, "usage", usage_json(n_ids, n_gen));
+        *response = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!*response) {
+            gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    gt_sampler_free(smp);
+    free(logits);
+    return rc;
+}
+
+int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids, int n_ids,
+                      double deadline, const gt_serve_sink *sink, char **response,
+                      gt_serve_error *e)
+{
+    gen g = {.c = c, .r = r, .tok = gt_model_tokenizer(c->model), .sink = sink,
+             .created = (long)time(NULL)};
+    c->counter++;
+    snprintf(g.id, sizeof g.id, "cmpl-%lx%04llx", (unsigned long)g.created,
+             (unsigned long long)(c->counter & 0xffff));
+    if (response)
+        *response = NULL;
+    int rc = generate(&g, ids, n_ids, deadline, response, e);
+    if (rc != 0 && sink) {
+        /* The 200 and maybe some text are out: the error goes in the stream. */
+        char *ej = gt_serve_error_json(e);
+        if (ej) {
+            sink->write(sink->ud, "data: ", 6);
+            sink->write(sink->ud, ej, strlen(ej));
+            sink->write(sink->ud, "\n\n", 2);
+            free(ej);
+        }
+    }
+    if (sink)
+        sink->write(sink->ud, "data: [DONE]\n\n", 14);
+    free(g.text.p);
+    free(g.recs);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* serve_request.c: a /v1/completions body -> a validated gt_serve_req.
+ *
+ * The rule is OpenAI's own: lenient on fields we do not know (SDKs send
+ * extras such as "user" or "stream_options"), strict on the ones we do: a
+ * wrong type or range is a 400 naming the parameter, never a silent
+ * default. null means "use the default", as the SDKs send it that way.
+ * Parameters we know but do not implement (n > 1, penalties, logit_bias,
+ * suffix) are rejected when set to anything but their no-op value, so a
+ * client never gets an answer computed differently from what it asked. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+int gt_serve_fail(gt_serve_error *e, int status, const char *type, const char *param,
+                  const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    e->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *gt_serve_error_json(const gt_serve_error *e)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message", e->message);
+    cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param)
+        cJSON_AddStringToObject(err, "param", e->param);
+    else
+        cJSON_AddNullToObject(err, "param");
+    cJSON_AddNullToObject(err, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+static int bad(gt_serve_error *e, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad(gt_serve_error *e, const char *param, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gt_serve_fail(e, 400, "invalid_request_error", param, "%s", msg);
+}
+
+/* The field, or NULL when absent or null. */
+static const cJSON *field(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int get_int(const cJSON *o, const char *name, long lo, long hi, long *out,
+                   gt_serve_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || !isfinite(v->valuedouble))
+        return bad(e, name, "'%s' must be an integer", name);
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+        return bad(e, name, "'%s' must be between %ld and %ld, got %.17g", name, lo, hi,
+                   v->valuedouble);
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+static int get_num(const cJSON *o, const char *name, double lo, double hi, double *out,
+                   gt_serve_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return bad(e, name, "'%s' must be a number", name);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return bad(e, name, "'%s' must be between %g and %g, got %g", name, lo, hi,
+                   v->valuedouble);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *o, const char *name, bool *out, gt_serve_error *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v)
+        return 0;
+    if (!cJSON_IsBool(v))
+        return bad(e, name, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int add_stop(gt_serve_req *r, const cJSON *s, gt_serve_error *e)
+{
+    if (!cJSON_IsString(s))
+        return bad(e, "stop", "'stop' must be a string or an array of strings");
+    size_t n = strlen(s->valuestring);
+    if (n == 0 || n > GT_SERVE_MAX_STOP_LEN)
+        return bad(e, "stop", "each stop sequence must be 1 to %d bytes", GT_SERVE_MAX_STOP_LEN);
+    if (r->n_stop == GT_SERVE_MAX_STOP)
+        return bad(e, "stop", "at most %d stop sequences", GT_SERVE_MAX_STOP);
+    r->stop[r->n_stop] = strdup(s->valuestring);
+    if (!r->stop[r->n_stop])
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    r->n_stop++;
+    return 0;
+}
+
+static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error *e)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (!p)
+        return bad(e, "prompt", "'prompt' is required");
+    /* A one-element array of strings is what SDKs send for a batch of one. */
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    else if (cJSON_IsArray(p))
+        return bad(e, "prompt", "'prompt' must be a string (batches of prompts and token arrays "
+                                "are not supported)");
+    if (!cJSON_IsString(p))
+        return bad(e, "prompt", "'prompt' must be a string");
+    r->prompt = strdup(p->valuestring);
+    if (!r->prompt)
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+
+    const cJSON *model = field(o, "model");
+    if (model && !cJSON_IsString(model))
+        return bad(e, "model", "'model' must be a string");
+    long v = r->max_tokens;
+    if (get_int(o, "max_tokens", 0, cap, &v, e))
+        return -1;
+    r->max_tokens = (int)v;
+    double d = r->temperature;
+    if (get_num(o, "temperature", 0, 2, &d, e))
+        return -1;
+    r->temperature = (float)d;
+    d = r->top_p;
+    if (get_num(o, "top_p", 0, 1, &d, e))
+        return -1;
+    r->top_p = (float)d;
+    if (r->top_p <= 0) /* nothing but the most likely token survives */
+        r->temperature = 0;
+    v = 0;
+    if (get_int(o, "top_k", 0, 1L << 30, &v, e))
+        return -1;
+    r->top_k = (int)v;
+    const cJSON *seed = field(o, "seed");
+    if (seed) {
+        if (!cJSON_IsNumber(seed) || seed->valuedouble != floor(seed->valuedouble) ||
+            fabs(seed->valuedouble) > 9007199254740992.0)
+            return bad(e, "seed", "'seed' must be an integer");
+        r->seed = (uint64_t)(int64_t)seed->valuedouble;
+        r->has_seed = true;
+    }
+    const cJSON *stop = field(o, "stop");
+    if (stop) {
+        if (cJSON_IsArray(stop)) {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, stop) if (add_stop(r, s, e)) return -1;
+        } else if (add_stop(r, stop, e)) {
+            return -1;
+        }
+    }
+    const cJSON *lp = field(o, "logprobs");
+    if (lp) {
+        if (!cJSON_IsNumber(lp)) /* booleans are the chat API's; this is completions */
+            return bad(e, "logprobs", "'logprobs' must be an integer (top alternatives per token)");
+        v = 0;
+        if (get_int(o, "logprobs", 0, GT_SERVE_MAX_LOGPROBS, &v, e))
+            return -1;
+        r->logprobs = (int)v;
+    }
+    if (get_bool(o, "echo", &r->echo, e) || get_bool(o, "stream", &r->stream, e))
+        return -1;
+    const cJSON *so = field(o, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return bad(e, "stream_options", "'stream_options' must be an object");
+        if (get_bool(so, "include_usage", &r->include_usage, e))
+            return -1;
+    }
+
+    /* Known, not implemented: only their no-op values are accepted. */
+    v = 1;
+    if (get_int(o, "n", 1, 1, &v, e) || get_int(o, "best_of", 1, 1, &v, e))
+        return -1;
+    d = 0;
+    if (get_num(o, "presence_penalty", 0, 0, &d, e) || get_num(o, "frequency_penalty", 0, 0, &d, e))
+        return -1;
+    const cJSON *lb = field(o, "logit_bias");
+    if (lb && (!cJSON_IsObject(lb) || lb->child))
+        return bad(e, "logit_bias", "'logit_bias' is not supported");
+    const cJSON *suffix = field(o, "suffix");
+    if (suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
+        return bad(e, "suffix", "'suffix' is not supported");
+    const cJSON *user = field(o, "user");
+    if (user && !cJSON_IsString(user))
+        return bad(e, "user", "'user' must be a string");
+    return 0;
+}
+
+int gt_serve_parse(const char *body, size_t len, int cap, gt_serve_req *r, gt_serve_error *e)
+{
+    memset(r, 0, sizeof *r);
+    r->max_tokens = 16;
+    r->temperature = 1.0f;
+    r->top_p = 1.0f;
+    r->logprobs = -1;
+    if (len == 0)
+        return bad(e, NULL, "the request body is empty; expected a JSON object");
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!o) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        return bad(e, NULL, "the request body is not valid JSON (error near byte %zu)", at);
+    }
+    /* Trailing garbage after the object is malformed too. */
+    size_t used = (size_t)(end - body);
+    while (used < len && strchr(" \t\r\n", body[used]))
+        used++;
+    int rc;
+    if (used < len && body[used] != '\0')
+        rc = bad(e, NULL, "the request body is not valid JSON (trailing data at byte %zu)", used);
+    else if (!cJSON_IsObject(o))
+        rc = bad(e, NULL, "the request body must be a JSON object");
+    else
+        rc = parse_fields(o, cap, r, e);
+    cJSON_Delete(o);
+    if (rc)
+        gt_serve_req_free(r);
+    return rc;
+}
+
+void gt_serve_req_free(gt_serve_req *r)
+{
+    free(r->prompt);
+    r->prompt = NULL;
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    r->n_stop = 0;
+}
