@@ -10,7 +10,8 @@
  * however many cells a model has), one chart per model and per direction
  * (prefill and decode differ by an order of magnitude, so one shared axis
  * would flatten decode), each bar with its value written at its end so the
- * chart prints and reads without colour. */
+ * chart prints and reads without colour. No links inside the SVG (HTML
+ * checkers such as tidy reject them); the tables below link every cell. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,14 +161,13 @@ static void chart(FILE *f, const char *title, const char *unit, const bar *b, in
         double frac = max > 0 && isfinite(b[i].v) && b[i].v > 0 ? b[i].v / max : 0;
         char v[32];
         gt_report_num(b[i].v, v, sizeof v);
-        fprintf(f, "<a href=\"#c%lld\"><text x=\"%d\" y=\"%d\" text-anchor=\"end\">",
-                (long long)c->id, lw - 6, y + 12);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", lw - 6, y + 12);
         gt_report_esc_n(f, c->quant, 24);
         fputs(" \xC2\xB7 ", f);
         gt_report_esc_n(f, c->backend, 24);
         fputc('/', f);
         gt_report_esc_n(f, c->driver, 24);
-        fprintf(f, "</text></a><rect class=\"bar%d\" x=\"%d\" y=\"%d\" width=\"%.1f\" "
+        fprintf(f, "</text><rect class=\"bar%d\" x=\"%d\" y=\"%d\" width=\"%.1f\" "
                    "height=\"%d\"%s><title>",
                 cls, lw, y + 2, frac * bw, rh - 5,
                 b[i].bad ? " style=\"fill:#D55E00\"" : "");
@@ -188,8 +188,7 @@ void gt_html_performance(FILE *f, const gt_rep_run *r)
         goto out;
     }
     fputs("<p class=\"sub\">Median tokens per second per cell, grouped by model; bars in "
-          "vermillion with &#10007; are outside their tolerance. Click a label for the cell's "
-          "details.</p>\n",
+          "vermillion with &#10007; are outside their tolerance; hover a bar for its cell.</p>\n",
           f);
     int charts = 0;
     for (int i = 0; i < r->n; i++) {

@@ -7,6 +7,7 @@
  *             testcase / failure / error / skipped counts equal what SQL
  *             counts in the database under the documented mapping;
  *   HTML      well-formed (xmllint --noout: the report is polyglot XHTML),
+ *             clean under tidy -e when tidy is installed,
  *             every cell present with its status, every failing metric
  *             shown with its tolerance inside its cell's details, the log's
  *             markup escaped, the baseline section listing exactly the
@@ -69,6 +70,18 @@ static int sh(const char *fmt, ...)
     va_end(ap);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* tidy (HTML5-aware) when installed: exit 0 means no errors and no
+ * warnings. xmllint --html is not used: its HTML 4 parser rejects the HTML5
+ * elements (header, section, details) the report is made of. */
+static void check_tidy(const char *html)
+{
+    if (sh("command -v tidy >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "test_reports: tidy not installed; HTML checked by xmllint only\n");
+        return;
+    }
+    ck_assert_int_eq(sh("tidy -q -e %s", html), 0);
 }
 
 static int64_t sql_int(const char *db_path, const char *sql)
@@ -175,6 +188,7 @@ START_TEST(synthetic_all_formats)
 
     /* HTML */
     ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    check_tidy(html);
     char *h = slurp(html);
     ck_assert_ptr_nonnull(h);
     ck_assert_ptr_nonnull(strstr(h, "GATE FAIL"));
@@ -373,6 +387,7 @@ START_TEST(quickstart_run)
                      0);
     ck_assert_int_eq(sh("xmllint --noout --schema %s %s", XSD, xml), 0);
     ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    check_tidy(html);
     char *x = slurp(xml);
     char *h = slurp(html);
     check_junit_counts(db, run, x);
