@@ -232,8 +232,8 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
 
 /* --baseline X: a database file (newest other run of this matrix/tier) or a
  * run key in db. */
-static int open_baseline(const char *arg, gt_db *db, const gt_db_run *run, gt_db **bdb,
-                         int64_t *brun, gt_err *err)
+static int open_baseline(const char *arg, gt_db *db, const char *matrix, const char *tier,
+                         const char *key, gt_db **bdb, int64_t *brun, gt_err *err)
 {
     struct stat st;
     gt_db_run b;
@@ -242,17 +242,19 @@ static int open_baseline(const char *arg, gt_db *db, const gt_db_run *run, gt_db
     if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {
         if (gt_db_open(arg, true, bdb, err) != 0)
             return -1;
-        int r = gt_db_run_latest(*bdb, run->matrix_name, run->tier, run->run_key, &b, err);
+        int r = gt_db_run_latest(*bdb, matrix, tier, key, &b, err);
         if (r != 0) {
             gt_db_close(*bdb);
             *bdb = NULL;
             return r < 0 ? -1
-                         : gt_err_set(err, "baseline %s has no run of matrix %s tier %s", arg,
-                                      run->matrix_name, run->tier);
+                         : gt_err_set(err, "baseline %s has no other run of matrix %s tier %s",
+                                      arg, matrix, tier);
         }
         *brun = b.id;
         return 0;
     }
+    if (strcmp(arg, key) == 0)
+        return gt_err_set(err, "baseline %s is this run", arg);
     int r = gt_db_run_get(db, arg, &b, err);
     if (r != 0)
         return r < 0 ? -1
@@ -368,6 +370,10 @@ int cmd_qualify(int argc, char **argv)
                    key, argv[optind], run.matrix_sha256, m->sha256);
         goto fail;
     }
+    /* Resolve the baseline before spending hours on a run it cannot gate. */
+    int64_t brun = 0;
+    if (baseline && open_baseline(baseline, db, m->name, tier->name, key, &bdb, &brun, &err) != 0)
+        goto fail;
     qualify q = {.db = db};
     if (found == 1) {
         char *gate = tier->gate.json ? cJSON_PrintUnformatted(tier->gate.json) : NULL;
@@ -500,9 +506,6 @@ int cmd_qualify(int argc, char **argv)
                "pipe, DB commit: mean %.1f ms) over %d cells\n",
                q.overhead_sum / q.n_overhead, q.overhead_max, q.commit_sum / q.n_overhead,
                q.n_overhead);
-    int64_t brun = 0;
-    if (baseline && open_baseline(baseline, db, &run, &bdb, &brun, &err) != 0)
-        goto fail;
     int g = gt_gate_eval(db, q.run_id, bdb, brun, stdout, &err);
     if (g < 0)
         goto fail;

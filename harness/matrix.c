@@ -20,7 +20,7 @@
 #include "gt/backend.h"
 #include "jsonv.h"
 #include "sha256.h"
-#include "suite.h"
+#include "../suites/suite.h"
 #include "tolerance.h"
 
 int gt_matrix_check_rules(gt_matrix *m, const gt_jv *v); /* matrix_expand.c */

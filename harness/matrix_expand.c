@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "jsonv.h"
-#include "suite.h"
+#include "../suites/suite.h"
 
 int gt_matrix_check_rules(gt_matrix *m, const gt_jv *v);
 

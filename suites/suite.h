@@ -59,7 +59,7 @@
 #include "gt/backend.h"
 #include "gt/error.h"
 #include "gt/model.h"
-#include "status.h"
+#include "../harness/status.h" /* relative: tests include this without -I */
 
 /* A metric a suite may report. Stored as "<suite>.<name>". */
 typedef struct gt_metric_def {

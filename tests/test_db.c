@@ -1,0 +1,332 @@
+/* test_db.c: the results database, merge, check and the gate, in-process.
+ *
+ * Builds small databases through the same functions qualify uses and checks
+ * what lands in the tables: one transaction per cell (a failed record leaves
+ * nothing), reruns replace rather than duplicate, the reference cache round
+ * trip, schema versioning, `db check` catching damage, merges that are
+ * idempotent and join shards into one run, and the gate's verdicts and
+ * messages (cell, metric, value, tolerance; regressions against a baseline). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "../harness/db.c"
+#include "../harness/db_check.c"
+#include "../harness/db_merge.c"
+#include "../harness/db_record.c"
+#include "../harness/gate.c"
+#include "../harness/sha256.c"
+#include "../harness/status.c"
+
+static gt_db *fresh(const char *name)
+{
+    const char *path = gt_test_tmp(name);
+    char buf[4200];
+    unlink(path);
+    snprintf(buf, sizeof buf, "%s-wal", path);
+    unlink(buf);
+    snprintf(buf, sizeof buf, "%s-shm", path);
+    unlink(buf);
+    gt_db *db;
+    gt_err err = {{0}};
+    ck_assert_msg(gt_db_open(path, false, &db, &err) == 0, "%s", err.msg);
+    return db;
+}
+
+static int64_t q_int(gt_db *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(gt_db_sqlite(db), sql, -1, &st, NULL) == SQLITE_OK, "%s: %s",
+                  sql, sqlite3_errmsg(gt_db_sqlite(db)));
+    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+static const char *CELLS[] = {"m/f32/cpu/default", "m/q8_0/cpu/default", "m/q4_0/cpu/default",
+                              "m/f32/reference/default"};
+
+/* A run with the four cells above, pending; gate policy as given. */
+static int64_t make_run(gt_db *db, const char *key, const char *sha, const char *gate, int from,
+                        int to)
+{
+    gt_err err = {{0}};
+    int64_t id;
+    gt_db_run_new nr = {key, "m", sha, "{}", "m.json", "ci", gate, 4};
+    gt_db_run r;
+    if (gt_db_run_get(db, key, &r, &err) == 0)
+        id = r.id;
+    else
+        ck_assert_msg(gt_db_run_create(db, &nr, &id, &err) == 0, "%s", err.msg);
+    gt_db_cell_new cells[4];
+    for (int i = from; i < to; i++)
+        cells[i - from] = (gt_db_cell_new){CELLS[i], "m", "q", "cpu", "default", i, i != 2,
+                                           "pass", NULL};
+    ck_assert_msg(gt_db_cells_add(db, id, cells, to - from, &err) == 0, "%s", err.msg);
+    return id;
+}
+
+/* Records a cell as a worker would have reported it. */
+static int record(gt_db *db, int64_t run, const char *cell, const char *status, double tps,
+                  const char *verdict, const char *ref_file, gt_err *err)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"results\": [{\"suite\": \"smoke\", \"check\": \"load\", \"status\": \"pass\","
+             " \"message\": \"ok\"}, {\"suite\": \"smoke\", \"check\": \"generate\", \"status\": "
+             "\"%s\", \"message\": \"m\"}],"
+             " \"metrics\": [{\"suite\": \"smoke\", \"name\": \"decode_tps\", \"value\": %g,"
+             " \"unit\": \"tok/s\", \"tolerance\": 100, \"comparator\": \">=\", \"verdict\": \"%s\","
+             " \"better\": 1, \"regress\": true}, {\"suite\": \"smoke\", \"name\": \"nan\","
+             " \"value\": null, \"unit\": \"\", \"tolerance\": null, \"comparator\": \"\","
+             " \"verdict\": \"info\", \"better\": 0, \"regress\": false}],"
+             " \"devices\": [{\"backend\": \"cpu\", \"driver_profile\": \"default\", \"name\": \"x\","
+             " \"driver\": \"OpenBLAS\", \"driver_version\": \"0.3\", \"memory\": 1024}],"
+             " \"refs\": [%s%s%s],"
+             " \"artifacts\": [{\"sha256\": \"ab\", \"path\": \"/m.gguf\", \"size\": 3, \"kind\":"
+             " \"model\", \"model\": \"m\"}]}",
+             !strcmp(status, "fail") ? "fail" : "pass", tps, verdict,
+             ref_file ? "{\"key\": \"k1\", \"meta\": \"greedy\", \"file\": \"" : "",
+             ref_file ? ref_file : "", ref_file ? "\"}" : "");
+    cJSON *j = cJSON_Parse(text);
+    ck_assert_ptr_nonnull(j);
+    gt_db_record rec = {
+        .cell_id = cell, .status = status, .raw_status = status, .reason = "why",
+        .model_sha256 = "ab", .artifact_sha256 = "cd", .log = "log line\n", .started_at = 1,
+        .finished_at = 2, .duration_s = 1, .worker_s = 0.9, .overhead_ms = 10,
+        .results = cJSON_GetObjectItem(j, "results"), .metrics = cJSON_GetObjectItem(j, "metrics"),
+        .devices = cJSON_GetObjectItem(j, "devices"), .refs = cJSON_GetObjectItem(j, "refs"),
+        .artifacts = cJSON_GetObjectItem(j, "artifacts")};
+    double ms;
+    int rc = gt_db_cell_record(db, run, &rec, &ms, err);
+    cJSON_Delete(j);
+    return rc;
+}
+
+START_TEST(schema_and_versions)
+{
+    gt_db *db = fresh("v.sqlite");
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), GT_DB_SCHEMA_VERSION);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'ref_cache'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM meta"), 1);
+    gt_err err = {{0}};
+    gt_db_exec(db, "PRAGMA user_version = 99", &err);
+    gt_db_close(db);
+    gt_db *again;
+    ck_assert_int_ne(gt_db_open(gt_test_tmp("v.sqlite"), false, &again, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "newer"));
+    ck_assert_int_ne(gt_db_open(gt_test_tmp("missing.sqlite"), true, &again, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "missing.sqlite"));
+}
+END_TEST
+
+START_TEST(cells_are_recorded_whole)
+{
+    gt_db *db = fresh("r.sqlite");
+    gt_err err = {{0}};
+    int64_t run = make_run(db, "m/ci/1", "s1", NULL, 0, 4);
+    make_run(db, "m/ci/1", "s1", NULL, 0, 4); /* adding again keeps one row each */
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM cells"), 4);
+    char **pending;
+    int n;
+    ck_assert_int_eq(gt_db_cells_pending(db, run, &pending, &n, &err), 0);
+    ck_assert_int_eq(n, 4);
+    ck_assert_str_eq(pending[0], CELLS[0]);
+    gt_db_strings_free(pending, n);
+
+    const char *blob = gt_test_tmp("ref.bin");
+    gt_test_write_file(blob, "\x01\x02\x03\x04", 4);
+    ck_assert_msg(record(db, run, CELLS[0], "pass", 500, "pass", blob, &err) == 0, "%s", err.msg);
+    ck_assert_int_ne(access(blob, F_OK), 0); /* moved into the DB after the commit */
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM metrics"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM metrics WHERE value IS NULL"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT attempts FROM cells WHERE cell_id = 'm/f32/cpu/default'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM cells WHERE device_id IS NOT NULL"), 1);
+    void *data;
+    size_t size;
+    ck_assert_int_eq(gt_db_ref_get(db, "k1", &data, &size, &err), 0);
+    ck_assert_uint_eq(size, 4);
+    ck_assert_int_eq(memcmp(data, "\x01\x02\x03\x04", 4), 0);
+    free(data);
+    ck_assert_int_eq(gt_db_ref_get(db, "nope", &data, &size, &err), 1);
+
+    /* Recording again replaces the results; the device row is shared. */
+    ck_assert_int_eq(record(db, run, CELLS[0], "fail", 50, "fail", NULL, &err), 0);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM devices"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT attempts FROM cells WHERE cell_id = 'm/f32/cpu/default'"), 2);
+
+    /* A failure in the middle (a missing reference file) leaves nothing. */
+    ck_assert_int_ne(record(db, run, CELLS[1], "pass", 500, "pass", "/nonexistent/ref", &err), 0);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 3);
+    /* An unknown cell is an error, not a new row. */
+    ck_assert_int_ne(record(db, run, "x/y/z/w", "pass", 1, "pass", NULL, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "x/y/z/w"));
+    ck_assert_int_eq(gt_db_check(db, stdout, &err), 0);
+    gt_db_close(db);
+}
+END_TEST
+
+START_TEST(check_finds_damage)
+{
+    gt_db *db = fresh("c.sqlite");
+    gt_err err = {{0}};
+    int64_t run = make_run(db, "m/ci/1", "s1", NULL, 0, 4);
+    ck_assert_int_eq(record(db, run, CELLS[0], "pass", 500, "pass", NULL, &err), 0);
+    FILE *out = tmpfile();
+    ck_assert_int_eq(gt_db_check(db, out, &err), 0);
+    /* A result for a pending cell: what a half-written cell would look like. */
+    ck_assert_int_eq(gt_db_exec(db, "INSERT INTO results (cell, seq, suite, check_name, status)"
+                                    " SELECT id, 0, 's', 'c', 'pass' FROM cells WHERE status ="
+                                    " 'pending' LIMIT 1", &err), 0);
+    ck_assert_int_eq(gt_db_check(db, out, &err), 1);
+    gt_db_exec(db, "DELETE FROM results WHERE suite = 's'", &err);
+    gt_db_exec(db, "UPDATE runs SET status = 'complete'", &err);
+    ck_assert_int_eq(gt_db_check(db, out, &err), 1); /* complete with pending cells */
+    gt_db_exec(db, "UPDATE runs SET status = 'running'", &err);
+    ck_assert_int_eq(gt_db_check(db, out, &err), 0);
+    gt_db_exec(db, "UPDATE ref_cache SET size = 1", &err);
+    gt_db_exec(db, "ALTER TABLE cells ADD COLUMN extra TEXT", &err);
+    ck_assert_int_eq(gt_db_check(db, out, &err), 1);
+    rewind(out);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, out);
+    buf[n] = '\0';
+    ck_assert_ptr_nonnull(strstr(buf, "FAIL schema"));
+    ck_assert_ptr_nonnull(strstr(buf, "extra"));
+    fclose(out);
+    gt_db_close(db);
+}
+END_TEST
+
+START_TEST(merge_joins_shards)
+{
+    gt_err err = {{0}};
+    gt_db *a = fresh("a.sqlite"), *b = fresh("b.sqlite"), *m = fresh("m.sqlite");
+    int64_t ra = make_run(a, "m/ci/7", "s1", NULL, 0, 2); /* shard 1: cells 0, 1 */
+    int64_t rb = make_run(b, "m/ci/7", "s1", NULL, 2, 4); /* shard 2: cells 2, 3 */
+    ck_assert_int_eq(record(a, ra, CELLS[0], "pass", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(record(a, ra, CELLS[1], "pass", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(record(b, rb, CELLS[2], "fail", 5, "fail", NULL, &err), 0);
+    /* b's cell 3 stays pending; a copy of it finished elsewhere comes later. */
+    gt_db_close(a);
+    gt_db_close(b);
+    gt_db_merge_stats st;
+    ck_assert_msg(gt_db_merge(m, gt_test_tmp("a.sqlite"), &st, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(st.runs_added, 1);
+    ck_assert_int_eq(st.cells_added, 2);
+    ck_assert_msg(gt_db_merge(m, gt_test_tmp("b.sqlite"), &st, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(st.runs_merged, 1);
+    ck_assert_int_eq(st.cells_added, 2);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs"), 1);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells"), 4);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 6);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM devices"), 1);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE device_id IS NOT NULL"), 3);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs WHERE status = 'interrupted'") +
+                         q_int(m, "SELECT COUNT(*) FROM runs WHERE status = 'running'"),
+                     1);
+    /* Idempotent. */
+    ck_assert_int_eq(gt_db_merge(m, gt_test_tmp("a.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(st.cells_added + st.cells_replaced, 0);
+    ck_assert_int_eq(st.cells_kept, 2);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 6);
+
+    /* A finished copy replaces the pending cell; the run becomes complete. */
+    gt_db *c = fresh("c2.sqlite");
+    int64_t rc = make_run(c, "m/ci/7", "s1", NULL, 3, 4);
+    ck_assert_int_eq(record(c, rc, CELLS[3], "pass", 500, "pass", NULL, &err), 0);
+    gt_db_close(c);
+    ck_assert_int_eq(gt_db_merge(m, gt_test_tmp("c2.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(st.cells_replaced, 1);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 0);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs WHERE status = 'complete'"), 1);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 8);
+    ck_assert_int_eq(gt_db_check(m, stdout, &err), 0);
+
+    /* Same run key from another matrix: refused, nothing changes. */
+    gt_db *d = fresh("d.sqlite");
+    make_run(d, "m/ci/7", "OTHER", NULL, 0, 1);
+    gt_db_close(d);
+    ck_assert_int_ne(gt_db_merge(m, gt_test_tmp("d.sqlite"), &st, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "different matrices"));
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells"), 4);
+    gt_db_close(m);
+}
+END_TEST
+
+static int gate_text(gt_db *db, int64_t run, gt_db *base, int64_t brun, char *buf, size_t cap)
+{
+    FILE *f = tmpfile();
+    gt_err err = {{0}};
+    int rc = gt_gate_eval(db, run, base, brun, f, &err);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    ck_assert_msg(rc >= 0, "%s", err.msg);
+    return rc;
+}
+
+START_TEST(gate_verdicts)
+{
+    gt_err err = {{0}};
+    char out[8192];
+    gt_db *db = fresh("g.sqlite");
+    int64_t run = make_run(db, "m/ci/1", "s1", "{\"perf_regression_pct\": 10}", 0, 4);
+    ck_assert_int_eq(record(db, run, CELLS[0], "pass", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(record(db, run, CELLS[1], "xfail", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(record(db, run, CELLS[3], "skip", 500, "pass", NULL, &err), 0);
+    /* Cell 2 (optional) fails: the gate does not mind. */
+    ck_assert_int_eq(record(db, run, CELLS[2], "fail", 5, "fail", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(db, run, NULL, 0, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "gate: PASS"));
+    ck_assert_ptr_nonnull(strstr(out, "1 optional"));
+
+    /* A required cell failing names the cell, the check and the metric. */
+    ck_assert_int_eq(record(db, run, CELLS[0], "fail", 42, "fail", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(db, run, NULL, 0, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "FAIL m/f32/cpu/default: fail"));
+    ck_assert_ptr_nonnull(strstr(out, "smoke.generate"));
+    ck_assert_ptr_nonnull(strstr(out, "smoke.decode_tps = 42 tok/s, tolerance >= 100"));
+
+    /* A baseline that was faster: a regression (here 500 -> 400 = 20% > 10%). */
+    ck_assert_int_eq(record(db, run, CELLS[0], "pass", 400, "pass", NULL, &err), 0);
+    gt_db *base = fresh("gb.sqlite");
+    int64_t brun = make_run(base, "m/ci/0", "s1", NULL, 0, 4);
+    ck_assert_int_eq(record(base, brun, CELLS[0], "pass", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(db, run, base, brun, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "REGRESSION m/f32/cpu/default: smoke.decode_tps = 400"));
+    ck_assert_ptr_nonnull(strstr(out, "20.0% worse"));
+    ck_assert_int_eq(record(base, brun, CELLS[0], "pass", 420, "pass", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(db, run, base, brun, out, sizeof out), 0); /* 4.8%: fine */
+
+    /* A pending required cell is "not run". */
+    gt_db *p = fresh("gp.sqlite");
+    int64_t prun = make_run(p, "m/ci/2", "s1", "{\"allowed\": [\"pass\"]}", 0, 1);
+    ck_assert_int_eq(gate_text(p, prun, NULL, 0, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "not run"));
+    ck_assert_ptr_nonnull(strstr(out, "allowed: pass)"));
+    gt_db_close(p);
+    gt_db_close(base);
+    gt_db_close(db);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("db");
+    TCase *tc = tcase_create("db");
+    tcase_add_test(tc, schema_and_versions);
+    tcase_add_test(tc, cells_are_recorded_whole);
+    tcase_add_test(tc, check_finds_damage);
+    tcase_add_test(tc, merge_joins_shards);
+    tcase_add_test(tc, gate_verdicts);
+    suite_add_tcase(s, tc);
+    return gt_test_run(s);
+}

@@ -1,0 +1,475 @@
+/* test_qualify.c: `gauntlet qualify` end to end, running the built binary.
+ *
+ * Each test writes a small matrix (stories260K from ../shared/models and a
+ * synthetic tiny model, reference and cpu backends) or uses the shipped
+ * quickstart matrix, runs the real program in a temporary folder and then
+ * reads the results database with SQLite to check what was recorded: every
+ * cell with its metrics, crashes and timeouts recorded as such while the run
+ * goes on, a SIGKILLed harness resumed without redoing finished cells, shards
+ * merged into exactly the cells of an unsharded run, and the gate's exit
+ * codes and messages. All share one artifact cache (quants are made once). */
+#include <dirent.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char g_dir[4096];   /* shared by all tests (made before forking) */
+static char g_out[65536];  /* output of the last run() */
+static const char *g_stories;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs a shell command line (env assignments allowed) with the shared cache;
+ * returns its exit code and keeps stdout+stderr in g_out. */
+static int run(const char *fmt, ...)
+{
+    char cmd[8192], line[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", g_dir, g_dir, cmd);
+    FILE *p = popen(line, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
+    g_out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define BIN "'" GT_BINARY_DIR "/gauntlet'"
+
+static const char *path_in(const char *name)
+{
+    static char buf[8][4200];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 4200, "%s/%s", g_dir, name);
+    return p;
+}
+
+/* A small matrix: 2 models x 2 quants x (reference, cpu) = 8 cells. */
+static const char *small_matrix(const char *name, const char *cpu_timeout, const char *extra)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"name\": \"small\",\n"
+             " \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"},\n"
+             "   {\"id\": \"synth-tiny\", \"synth\": {\"preset\": \"tiny\", \"seed\": 1}}],\n"
+             " \"quants\": [\"f32\", \"q8_0\"],\n"
+             " \"backends\": [\"reference\", {\"id\": \"cpu\", \"timeout_s\": %s}],\n"
+             " \"defaults\": {\"timeout_s\": 60, \"threads\": 1},\n"
+             " \"tiers\": {\"smoke\": {\"suites\": [\"smoke\"],\n"
+             "   \"settings\": {\"smoke\": {\"n_tokens\": 8, \"reference\": true}}}}%s}\n",
+             g_stories, cpu_timeout, extra);
+    static char paths[8][4200]; /* callers keep these across path_in() calls */
+    static int k;
+    char *p = paths[k++ % 8];
+    snprintf(p, 4200, "%s/%s", g_dir, name);
+    gt_test_write_file(p, text, strlen(text));
+    return p;
+}
+
+static sqlite3 *db_open(const char *name)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(path_in(name), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    return h;
+}
+
+static long long q_int(sqlite3 *h, const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+static char *q_text(sqlite3 *h, const char *fmt, ...)
+{
+    static char out[8192];
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *s = sqlite3_column_text(st, 0);
+        size_t len = strlen(out);
+        snprintf(out + len, sizeof out - len, "%s\n", s ? (const char *)s : "NULL");
+    }
+    sqlite3_finalize(st);
+    return out;
+}
+
+START_TEST(quickstart_passes_and_records_everything)
+{
+    double t0 = now();
+    int rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id one -j 2",
+                 GT_SOURCE_DIR);
+    double took = now() - t0;
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(took < 120, "quickstart took %.0fs", took);
+    ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
+    ck_assert_ptr_nonnull(strstr(g_out, "harness overhead per cell"));
+    sqlite3 *h = db_open("qs.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM runs WHERE status = 'complete'"), 1);
+    ck_assert_int_eq(q_int(h, "SELECT n_cells FROM runs"), 24);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 24);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status NOT IN ('pass', 'skip')"),
+                     0);
+    /* Reference and cpu exist on every machine: those 12 cells ran. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass' AND backend IN"
+                              " ('reference', 'cpu')"),
+                     12);
+    /* Every passing cell has its checks and metrics; every skip a reason. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells c WHERE status = 'pass' AND"
+                              " ((SELECT COUNT(*) FROM metrics m WHERE m.cell = c.id) < 5 OR"
+                              "  (SELECT COUNT(*) FROM results r WHERE r.cell = c.id) < 4)"),
+                     0);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND"
+                              " (reason IS NULL OR reason = '')"),
+                     0);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
+                              " WHERE m.name = 'nonfinite' AND m.value = 0 AND m.verdict = 'pass'"),
+                     q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"));
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics WHERE name = 'load_ms' AND"
+                              " verdict = 'pass' AND comparator = '<=' AND tolerance = 10000"),
+                     q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"));
+    /* The reference backend agrees with itself; cpu cells compared with it. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
+                              " WHERE c.backend = 'reference' AND m.name = 'ref_agreement'"
+                              " AND m.value = 1"),
+                     6);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM ref_cache"), 6);
+    ck_assert_int_ge(q_int(h, "SELECT COUNT(*) FROM devices"), 2);
+    ck_assert_int_ge(q_int(h, "SELECT COUNT(*) FROM artifacts"), 6);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass' AND"
+                              " (artifact_sha256 IS NULL OR overhead_ms IS NULL OR device_id IS NULL)"),
+                     0);
+    sqlite3_close(h);
+    ck_assert_int_eq(run(BIN " db check qs.sqlite"), 0);
+
+    /* A second run reuses the reference outputs and the quants. */
+    rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id two -q",
+             GT_SOURCE_DIR);
+    ck_assert_msg(rc == 0, "%s", g_out);
+    h = db_open("qs.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM ref_cache"), 6);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
+                              " JOIN runs u ON u.id = c.run_id WHERE u.run_key LIKE '%%/two'"
+                              " AND r.check_name = 'reference' AND r.message LIKE 'cached%%'"),
+                     12);
+    sqlite3_close(h);
+}
+END_TEST
+
+START_TEST(impossible_tolerance_fails_naming_cell_and_metric)
+{
+    const char *m = small_matrix("tol.json", "60",
+                                 ",\n \"tolerances\": {\"cells\": [{\"cell\": \"stories260k/q8_0/cpu/*\","
+                                 " \"metrics\": {\"smoke.decode_tps\": {\"min\": 1e12}}}]}");
+    int rc = run(BIN " qualify '%s' --db tol.sqlite", m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "FAIL stories260k/q8_0/cpu/default: fail"));
+    ck_assert_msg(strstr(g_out, "metric smoke.decode_tps = ") != NULL, "%s", g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "tolerance >= 1e+12"));
+    ck_assert_ptr_nonnull(strstr(g_out, "gate: FAIL"));
+    sqlite3 *h = db_open("tol.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'fail'"), 1);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"), 7);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics WHERE verdict = 'fail' AND"
+                              " name = 'decode_tps' AND tolerance = 1e12 AND comparator = '>='"),
+                     1);
+    sqlite3_close(h);
+}
+END_TEST
+
+START_TEST(segfault_is_a_crash_and_the_run_goes_on)
+{
+    const char *m = small_matrix("segv.json", "60", "");
+    int rc = run("GT_FAULT='segv:stories260k/q8_0/cpu/default' " BIN
+                 " qualify '%s' --db segv.sqlite",
+                 m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "FAIL stories260k/q8_0/cpu/default: crash: SIGSEGV"));
+    sqlite3 *h = db_open("segv.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'crash' AND reason LIKE"
+                              " 'SIGSEGV%%' AND log LIKE '%%injecting fault%%'"),
+                     1);
+    /* Cells after it ran and passed; the crashed one kept no partial results. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"), 7);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
+                              " WHERE c.status = 'crash'"),
+                     0);
+    sqlite3_close(h);
+
+    /* The same crash expected (xfail) passes the gate; an xfail on a cell
+     * that passes is an xpass, which fails it. */
+    m = small_matrix("xfail.json", "60",
+                     ",\n \"expect\": [{\"cell\": \"stories260k/q8_0/cpu/*\", \"status\": \"xfail\","
+                     " \"reason\": \"known crash\"},\n {\"cell\": \"synth-tiny/f32/cpu/*\","
+                     " \"status\": \"xfail\", \"reason\": \"stale\"}],\n"
+                     " \"gate\": {\"optional\": [\"synth-tiny/*\"]}");
+    rc = run("GT_FAULT='segv:stories260k/q8_0/cpu/default' " BIN " qualify '%s' --db xf.sqlite",
+             m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    h = db_open("xf.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status || ' ' || raw_status FROM cells WHERE status"
+                               " IN ('xfail', 'xpass') ORDER BY idx"),
+                     "xfail crash\nxpass pass\n");
+    sqlite3_close(h);
+}
+END_TEST
+
+START_TEST(hang_is_killed_at_the_timeout)
+{
+    const char *m = small_matrix("hang.json", "2", "");
+    double t0 = now();
+    int rc = run("GT_FAULT='hang:synth-tiny/f32/cpu/*' " BIN " qualify '%s' --db hang.sqlite", m);
+    double took = now() - t0;
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(took < 40, "took %.1fs", took);
+    sqlite3 *h = db_open("hang.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT cell_id FROM cells WHERE status = 'timeout'"),
+                     "synth-tiny/f32/cpu/default\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'timeout' AND"
+                              " duration_s >= 2 AND duration_s < 10 AND reason LIKE 'killed after%%'"),
+                     1);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"), 7);
+    sqlite3_close(h);
+}
+END_TEST
+
+/* Worker processes of this test still alive (tagged through the environment). */
+static int live_workers(const char *tag)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], buf[16384];
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+        FILE *f = fopen(p, "rb");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+            if (!strcmp(buf + i, tag)) {
+                snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+                f = fopen(p, "rb");
+                len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+                if (f)
+                    fclose(f);
+                if (len > 7 && memmem(buf, len, "worker", 6))
+                    n++;
+                break;
+            }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+START_TEST(sigkill_then_resume_reruns_only_unfinished_cells)
+{
+    const char *m = small_matrix("kill.json", "60", "");
+    char tag[64];
+    snprintf(tag, sizeof tag, "GT_TEST_TAG=kill-%d", (int)getpid());
+    pid_t pid = fork();
+    if (pid == 0) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && exec env %s XDG_CACHE_HOME='%s/cache' "
+                 "GT_FAULT='hang:synth-tiny/f32/reference/*' " BIN
+                 " qualify '%s' --db kill.sqlite --run-id k >kill.log 2>&1",
+                 g_dir, tag, g_dir, m);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* Wait until the four stories260k cells are recorded and the hung one runs. */
+    long long done = 0;
+    for (int i = 0; i < 600 && done < 4; i++) {
+        usleep(100000);
+        sqlite3 *h;
+        if (sqlite3_open_v2(path_in("kill.sqlite"), &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+            sqlite3_stmt *st;
+            if (sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM cells WHERE status != 'pending'", -1,
+                                   &st, NULL) == SQLITE_OK) {
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    done = sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+            }
+        }
+        sqlite3_close(h);
+    }
+    ck_assert_int_eq(done, 4);
+    usleep(300000);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFSIGNALED(st));
+    for (int i = 0; i < 50 && live_workers(tag) > 0; i++)
+        usleep(100000);
+    ck_assert_int_eq(live_workers(tag), 0); /* PR_SET_PDEATHSIG took the worker along */
+
+    sqlite3 *h = db_open("kill.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 4);
+    ck_assert_str_eq(q_text(h, "SELECT status FROM runs"), "running\n");
+    char before[8192];
+    snprintf(before, sizeof before, "%s",
+             q_text(h, "SELECT cell_id || ' ' || finished_at FROM cells WHERE status != 'pending'"
+                       " ORDER BY idx"));
+    sqlite3_close(h);
+    ck_assert_int_eq(run(BIN " db check kill.sqlite"), 0);
+
+    int rc = run(BIN " qualify '%s' --db kill.sqlite --resume small/smoke/k", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_ptr_null(strstr(g_out, "stories260k/f32/reference/default"));
+    ck_assert_ptr_nonnull(strstr(g_out, "synth-tiny/f32/reference/default"));
+    h = db_open("kill.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 8);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"), 8);
+    ck_assert_int_eq(q_int(h, "SELECT MAX(attempts) FROM cells"), 1);
+    ck_assert_str_eq(q_text(h, "SELECT cell_id || ' ' || finished_at FROM cells WHERE idx < 4"
+                               " ORDER BY idx"),
+                     before);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM (SELECT cell, seq FROM results GROUP BY"
+                              " cell, seq HAVING COUNT(*) > 1)"),
+                     0);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results"), 8 * 4);
+    ck_assert_str_eq(q_text(h, "SELECT status FROM runs"), "complete\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM run_parts"), 2);
+    sqlite3_close(h);
+    ck_assert_msg(run(BIN " db check kill.sqlite") == 0, "%s", g_out);
+}
+END_TEST
+
+START_TEST(shards_merge_into_the_unsharded_run)
+{
+    const char *m = small_matrix("shard.json", "60", "");
+    ck_assert_msg(run(BIN " qualify '%s' --db full.sqlite --run-id full -q", m) == 0, "%s", g_out);
+    ck_assert_msg(run("GT_RUN_ID=ci-9 " BIN " qualify '%s' --db s1.sqlite --shard 1/2 -q", m) == 0,
+                  "%s", g_out);
+    ck_assert_msg(run("GT_RUN_ID=ci-9 " BIN " qualify '%s' --db s2.sqlite --shard 2/2 -q", m) == 0,
+                  "%s", g_out);
+    sqlite3 *h = db_open("s1.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 4);
+    sqlite3_close(h);
+    ck_assert_msg(run(BIN " merge merged.sqlite s1.sqlite s2.sqlite s2.sqlite") == 0, "%s", g_out);
+    h = db_open("merged.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT run_key || ' ' || status FROM runs"),
+                     "small/smoke/ci-9 complete\n");
+    char merged[8192];
+    snprintf(merged, sizeof merged, "%s",
+             q_text(h, "SELECT cell_id || ' ' || idx || ' ' || status FROM cells ORDER BY cell_id"));
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM run_parts"), 2);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results"), 8 * 4);
+    sqlite3_close(h);
+    h = db_open("full.sqlite");
+    ck_assert_str_eq(
+        q_text(h, "SELECT cell_id || ' ' || idx || ' ' || status FROM cells ORDER BY cell_id"),
+        merged);
+    sqlite3_close(h);
+    ck_assert_msg(run(BIN " db check merged.sqlite") == 0, "%s", g_out);
+    ck_assert_msg(run(BIN " db gate merged.sqlite") == 0, "%s", g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS (8 cells"));
+}
+END_TEST
+
+START_TEST(usage_and_config_errors_exit_2)
+{
+    const char *m = small_matrix("u.json", "60", "");
+    ck_assert_int_eq(run(BIN " qualify '%s' --junit x.xml", m), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "not yet implemented"));
+    ck_assert_int_eq(run(BIN " qualify '%s' --shard 3/2", m), 2);
+    ck_assert_int_eq(run(BIN " qualify '%s' --tier nightly --db u.sqlite", m), 2);
+    ck_assert_int_eq(run(BIN " qualify '%s' --resume nope --db u.sqlite", m), 2);
+    ck_assert_int_eq(run(BIN " qualify '%s' --baseline nope --db u.sqlite -q", m), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "baseline nope"));
+    const char *bad = path_in("bad.json");
+    const char *bad_text = "{\"name\": \"x\", \"models\": 3}";
+    gt_test_write_file(bad, bad_text, strlen(bad_text));
+    ck_assert_int_eq(run(BIN " qualify '%s' --db u.sqlite", bad), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "bad.json: models: expected an array"));
+    /* Changing the matrix under an existing run key is refused. */
+    ck_assert_int_eq(run(BIN " qualify '%s' --db u.sqlite --run-id r -q", m), 0);
+    small_matrix("u.json", "61", "");
+    ck_assert_int_eq(run(BIN " qualify '%s' --db u.sqlite --run-id r -q", m), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "different version"));
+    /* A baseline run key and a baseline file are both accepted. */
+    ck_assert_int_eq(run(BIN " qualify '%s' --db u.sqlite --run-id r2 -q --baseline"
+                         " 'small/smoke/r2'", m), 2); /* itself: does not exist yet */
+    ck_assert_msg(run(BIN " qualify '%s' --db u2.sqlite --run-id r3 -q --baseline u.sqlite", m) == 0,
+                  "%s", g_out);
+}
+END_TEST
+
+START_TEST(plan_runs_nothing)
+{
+    const char *m = small_matrix("plan.json", "60", "");
+    char cache[4200];
+    snprintf(cache, sizeof cache, "%s/plan-cache", g_dir);
+    ck_assert_int_eq(run(BIN " plan '%s' --cache-dir '%s'", m, cache), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "stories260k/q8_0/cpu/default"));
+    ck_assert_ptr_nonnull(strstr(g_out, "8 cells: 8 to run"));
+    ck_assert_ptr_nonnull(strstr(g_out, "quantize"));
+    struct stat sb;
+    ck_assert_int_ne(stat(cache, &sb), 0); /* nothing made */
+}
+END_TEST
+
+int main(void)
+{
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s/gauntlet", GT_BINARY_DIR);
+    if (access(bin, X_OK) != 0) {
+        printf("SKIP: %s not built\n", bin);
+        return GT_TEST_SKIP;
+    }
+    g_stories = gt_test_model("stories260K.gguf");
+    gt_test_require(g_stories, "stories260K.gguf");
+    snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("q"));
+    mkdir(g_dir, 0755);
+    Suite *s = suite_create("qualify");
+    TCase *tc = tcase_create("qualify");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, quickstart_passes_and_records_everything);
+    tcase_add_test(tc, impossible_tolerance_fails_naming_cell_and_metric);
+    tcase_add_test(tc, segfault_is_a_crash_and_the_run_goes_on);
+    tcase_add_test(tc, hang_is_killed_at_the_timeout);
+    tcase_add_test(tc, sigkill_then_resume_reruns_only_unfinished_cells);
+    tcase_add_test(tc, shards_merge_into_the_unsharded_run);
+    tcase_add_test(tc, usage_and_config_errors_exit_2);
+    tcase_add_test(tc, plan_runs_nothing);
+    suite_add_tcase(s, tc);
+    return gt_test_run(s);
+}
