@@ -321,6 +321,19 @@ static void environment(FILE *f, const gt_rep_run *r)
     fputs("</section>\n", f);
 }
 
+/* A check's or metric's verdict: colour on the cell, symbol and word in
+ * it; lighter than a badge because a large run has 100,000 of them. "info"
+ * is a measured value with no tolerance: neither pass nor fail. */
+static void verdict_td(FILE *f, const char *v)
+{
+    bool info = !strcmp(v, "info");
+    fputs("<td class=\"vd vd-", f);
+    E(v);
+    fprintf(f, "\">%s ", info ? "&#183;" : gt_report_icon(v));
+    E(v);
+    fputs("</td>", f);
+}
+
 static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delta *delta)
 {
     bool attention = strcmp(c->status, "pass") != 0 && strcmp(c->status, "skip") != 0;
@@ -369,7 +382,8 @@ static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delt
         fputs("</p>\n", f);
     }
     if (c->n_checks) {
-        fputs("<table><thead><tr><th>suite</th><th>check</th><th>verdict</th><th>message</th>"
+        fputs("<table class=\"ck\"><thead><tr><th>suite</th><th>check</th><th>verdict</th>"
+              "<th>message</th>"
               "</tr></thead><tbody>\n",
               f);
         for (int k = 0; k < c->n_checks; k++) {
@@ -377,18 +391,19 @@ static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delt
             bool bad = strcmp(x->status, "pass") != 0 && strcmp(x->status, "skip") != 0;
             fprintf(f, "<tr%s><td>", bad ? " class=\"bad\"" : "");
             E(x->suite);
-            fputs("</td><td class=\"mono\">", f);
+            fputs("</td><td>", f);
             E(x->name);
-            fputs("</td><td>", f);
-            gt_html_badge(f, x->status, NULL, NULL);
-            fputs("</td><td>", f);
+            fputs("</td>", f);
+            verdict_td(f, x->status);
+            fputs("<td>", f);
             E(x->message);
             fputs("</td></tr>\n", f);
         }
         fputs("</tbody></table>\n", f);
     }
     if (c->n_metrics) {
-        fputs("<table><thead><tr><th>metric</th><th class=\"num\">value</th><th>unit</th>"
+        fputs("<table class=\"mt\"><thead><tr><th>metric</th><th class=\"num\">value</th>"
+              "<th>unit</th>"
               "<th>tolerance</th><th>verdict</th></tr></thead><tbody>\n",
               f);
         for (int k = 0; k < c->n_metrics; k++) {
@@ -398,7 +413,7 @@ static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delt
             gt_report_num(m->value, v, sizeof v);
             gt_report_num(m->tolerance, t, sizeof t);
             bool bad = !strcmp(m->verdict, "fail");
-            fprintf(f, "<tr%s><td class=\"mono\">", bad ? " class=\"bad\"" : "");
+            fprintf(f, "<tr%s><td>", bad ? " class=\"bad\"" : "");
             E(label);
             fprintf(f, "</td><td class=\"num v\">%s</td><td>", m->has_value ? v : "&#8212;");
             E(m->unit);
@@ -407,11 +422,11 @@ static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delt
                 E(m->comparator);
                 fprintf(f, " %s", t);
             } else {
-                fputs("<span class=\"sub\">none (info)</span>", f);
+                fputs("&#8212;", f);
             }
-            fputs("</td><td>", f);
-            gt_html_badge(f, !strcmp(m->verdict, "info") ? "skip" : m->verdict, NULL, NULL);
-            fputs("</td></tr>\n", f);
+            fputs("</td>", f);
+            verdict_td(f, m->verdict);
+            fputs("</tr>\n", f);
         }
         fputs("</tbody></table>\n", f);
     }
