@@ -75,7 +75,7 @@ static void header(FILE *f, const gt_rep_run *r)
     fprintf(f, "<div class=\"verdict %s\">%s</div></header>\n", cls, txt);
 }
 
-static void summary(FILE *f, const gt_rep_run *r)
+static void summary(FILE *f, const gt_rep_run *r, const gt_rep_diff *d)
 {
     fputs("<section id=\"summary\"><div class=\"chips\">", f);
     fprintf(f, "<span class=\"st\" style=\"border-color:#555\">%d cells</span>", r->n);
@@ -94,6 +94,14 @@ static void summary(FILE *f, const gt_rep_run *r)
         fprintf(f, "<p class=\"callout\">The run is <b>%s</b>: cells still pending were not "
                    "judged.</p>\n",
                 strcmp(r->status, "running") == 0 ? "still running" : "interrupted");
+    if (d) {
+        bool bad = d->n_new_fail || d->n_regress;
+        fprintf(f, "<p class=\"callout%s\"><b>Against baseline run %lld:</b> %d new failures, "
+                   "%d fixed, %d performance regressions, %d improvements. "
+                   "<a href=\"#baseline\">Details</a></p>\n",
+                bad ? "" : " good", (long long)d->base->id, d->n_new_fail, d->n_fix,
+                d->n_regress, d->n_improve);
+    }
     fputs("<h3>Gate</h3>", f);
     if (r->gate_text[0]) {
         fputs("<pre>", f);
@@ -462,7 +470,7 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
           "<a href=\"#environment\">Environment</a><a href=\"#accuracy\">Accuracy</a>"
           "<a href=\"#performance\">Performance</a><a href=\"#cells\">Cell details</a></nav>\n",
           f);
-    summary(f, r);
+    summary(f, r, d);
     if (d)
         baseline(f, d);
     fputs("<section id=\"grid\"><h2>Compatibility grid</h2>\n<p class=\"sub\">Rows: model "

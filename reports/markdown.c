@@ -17,6 +17,7 @@
 #define MAX_LIST 20
 #define MAX_GRID_ROWS 60
 #define MAX_GRID_COLS 12
+#define MAX_GATE_LINES 40
 
 static void md(FILE *f, const char *s, size_t max)
 {
@@ -176,9 +177,25 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
     counts_line(f, r);
     if (r->gate_text[0]) {
         fputs("<details><summary>Gate output</summary>\n\n```\n", f);
-        /* Inside a fenced block only a fence can break out. */
-        for (const char *p = r->gate_text; *p; p++)
+        /* Inside a fenced block only a fence can break out. A comment has a
+         * size limit (GitHub: 65,536 characters), so long gate output keeps
+         * its last line (the verdict) and the first MAX_GATE_LINES. */
+        const char *p = r->gate_text, *last = strrchr(r->gate_text, '\n');
+        int lines = 0;
+        while (last && last > r->gate_text && last[-1] != '\n')
+            last--;
+        for (; *p && lines < MAX_GATE_LINES; p++) {
             fputc(*p == '`' ? '\'' : *p, f);
+            lines += *p == '\n';
+        }
+        if (*p) {
+            int rest = 0;
+            for (const char *q = p; *q; q++)
+                rest += *q == '\n';
+            fprintf(f, "... %d more lines (see the HTML report)\n", rest > 0 ? rest - 1 : 0);
+            for (const char *q = last && last >= p ? last : ""; *q; q++)
+                fputc(*q == '`' ? '\'' : *q, f);
+        }
         fputs("```\n\n</details>\n\n", f);
     }
     if (d)
