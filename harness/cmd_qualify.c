@@ -47,7 +47,7 @@ typedef struct qualify {
     gt_db *db;
     int64_t run_id, part_id;
     int n_spawned;
-    double overhead_sum, overhead_max, commit_sum;
+    double overhead_sum, overhead_max, commit_sum, teardown_sum;
     int n_overhead;
 } qualify;
 
@@ -208,8 +208,11 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         .metrics = complete ? metrics : NULL, .devices = devices,
         .refs = complete ? refs : NULL, .artifacts = cj->artifacts,
     };
-    if (o->worker_s >= 0)
-        rec.overhead_ms = (o->wall_s - o->worker_s) * 1e3;
+    /* The harness's cost: starting the process until its first line, plus
+     * the commit below (added after it). What the worker spends tearing
+     * down its libraries after its last line is reported apart. */
+    if (o->worker_s >= 0 && o->hello_ms >= 0)
+        rec.overhead_ms = o->hello_ms;
     double commit_ms = 0;
     int rc = gt_db_cell_record(q->db, q->run_id, &rec, &commit_ms, err);
     cJSON_Delete(results);
@@ -219,8 +222,12 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
     rep->status = final;
     snprintf(rep->reason, sizeof rep->reason, "%s", final == GT_ST_PASS ? "" : reason);
     rep->commit_ms = commit_ms;
-    if (o->worker_s >= 0) {
+    if (rec.overhead_ms >= 0) {
         rep->overhead_ms = rec.overhead_ms + commit_ms;
+        rep->teardown_ms = (o->wall_s - o->worker_s) * 1e3 - o->hello_ms;
+        if (rep->teardown_ms < 0)
+            rep->teardown_ms = 0;
+        q->teardown_sum += rep->teardown_ms;
         q->overhead_sum += rep->overhead_ms;
         q->commit_sum += commit_ms;
         if (rep->overhead_ms > q->overhead_max)
@@ -502,10 +509,11 @@ int cmd_qualify(int argc, char **argv)
     gt_db_part_end(db, q.part_id, "complete", NULL);
     gt_db_run_finish(db, q.run_id, n_left ? "running" : "complete", NULL);
     if (q.n_overhead && !quiet)
-        printf("harness overhead per cell: mean %.1f ms, max %.1f ms (process start, result "
-               "pipe, DB commit: mean %.1f ms) over %d cells\n",
+        printf("harness overhead per cell: mean %.1f ms, max %.1f ms (process start to first "
+               "result line, plus DB commit: mean %.1f ms) over %d cells; worker exit after its "
+               "last line: mean %.1f ms\n",
                q.overhead_sum / q.n_overhead, q.overhead_max, q.commit_sum / q.n_overhead,
-               q.n_overhead);
+               q.n_overhead, q.teardown_sum / q.n_overhead);
     int g = gt_gate_eval(db, q.run_id, bdb, brun, stdout, &err);
     if (g < 0)
         goto fail;

@@ -30,8 +30,9 @@
  *               reason, device_id, model_sha256 (the matrix's model file),
  *               artifact_sha256 (the quant run), host, part_id, attempts,
  *               started_at, finished_at, duration_s (wall, parent's view),
- *               worker_s (the worker's own time), overhead_ms (process start +
- *               pipe + DB commit), log (tail of the worker's stderr)
+ *               worker_s (the worker's own time), overhead_ms (the harness's
+ *               process-start cost: fork to the worker's first line), log
+ *               (tail of the worker's stderr)
  *   results     cell (-> cells.id), seq, suite, check_name, status ('pass' |
  *               'fail' | 'skip' | 'error'), message
  *   metrics     cell (-> cells.id), seq, suite, name, value, unit, tolerance,

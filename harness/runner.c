@@ -303,10 +303,10 @@ static int finish(const gt_runner_opts *opts, slot *s, tally *t, gt_err *err)
     if (!opts->quiet && opts->out) {
         if (opts->progress)
             fputs("\r\033[K", stderr);
-        char oh[96] = "";
+        char oh[128] = "";
         if (rep.overhead_ms >= 0)
-            snprintf(oh, sizeof oh, "  [overhead %.1f ms: start %.1f, commit %.1f]",
-                     rep.overhead_ms, s->o.hello_ms, rep.commit_ms);
+            snprintf(oh, sizeof oh, "  [harness %.1f ms: start %.1f, commit %.1f; exit %.1f ms]",
+                     rep.overhead_ms, s->o.hello_ms, rep.commit_ms, rep.teardown_ms);
         fprintf(opts->out, "[%*d/%d] %-7s %7.3fs  %s%s%s%s\n", opts->total >= 100 ? 3 : 2,
                 t->done + opts->already_done, opts->total, gt_status_name(rep.status),
                 s->o.wall_s, s->job->cell_id, oh, rep.reason[0] ? "\n          " : "",

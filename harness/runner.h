@@ -58,8 +58,10 @@ typedef struct gt_outcome {
 typedef struct gt_report {
     gt_status status;
     char reason[512];
-    double overhead_ms; /* wall - worker time + DB commit; <0 when unknown */
+    double overhead_ms; /* the harness's share: process start + DB commit; <0 unknown */
     double commit_ms;
+    double teardown_ms; /* after the worker's last line until it was reaped (library
+                           destructors: GPU runtimes can take 100 ms here) */
 } gt_report;
 
 /* Returns 0, or -1 to stop the run (err filled: e.g. the database failed). */

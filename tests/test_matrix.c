@@ -461,6 +461,29 @@ START_TEST(shipped_matrices_parse)
 }
 END_TEST
 
+/* The complete example in matrices/README.md is a valid matrix. */
+START_TEST(readme_example_is_valid)
+{
+    FILE *f = fopen(GT_SOURCE_DIR "/matrices/README.md", "rb");
+    ck_assert_ptr_nonnull(f);
+    static char doc[65536];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    char *start = strstr(doc, "```json\n");
+    ck_assert_ptr_nonnull(start);
+    start += 8;
+    char *end = strstr(start, "```");
+    ck_assert_ptr_nonnull(end);
+    const char *path = gt_test_tmp("readme.json");
+    gt_test_write_file(path, start, (size_t)(end - start));
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s/gauntlet' plan --no-probe '%s' >/dev/null", GT_BINARY_DIR, path);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the README example does not parse");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("matrix");
@@ -474,6 +497,7 @@ int main(void)
     tcase_add_loop_test(tc, bad_matrix_binary, 0, N_BAD);
     tcase_add_test(tc, unknown_tier_and_missing_file);
     tcase_add_test(tc, shipped_matrices_parse);
+    tcase_add_test(tc, readme_example_is_valid);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }
