@@ -4,7 +4,7 @@
  * library still runs on any x86-64; cpu_backend.c only installs this table
  * after __builtin_cpu_supports says the CPU has all three.
  *
- * Quantized dots work one 32-element block per 256-bit register:
+ * Quantized dots (cpu_qdot.h) work one 32-element block per 256-bit register:
  *   Q8_0 x Q8: signed*signed has no byte multiply, so |w| (unsigned) times
  *              a with w's sign (vpsignb) feeds vpmaddubsw; |w| <= 128 and
  *              |a| <= 127 keep the 16-bit pair sums below 32767.
@@ -94,84 +94,14 @@ static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, 
     }
 }
 
-/* sum of w*a over 32 int8 pairs as 8 int32 lanes, w signed */
-static inline T_AVX2 __m256i dot_i8(__m256i w, __m256i a)
-{
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* w unsigned (0..15) */
-static inline T_AVX2 __m256i dot_u4(__m256i w, __m256i a)
-{
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
-}
-
-/* The 32 nibbles of a Q4 block in element order: low nibbles are elements
- * 0..15, high nibbles 16..31. */
-static inline T_AVX2 __m256i unpack_q4(const uint8_t *qs)
-{
-    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-static T_AVX2 float qdot_q8_0(const void *w, const int8_t *q, const float *d, const float *s,
-                              int64_t nb)
-{
-    (void)s;
-    const gt_block_q8_0 *x = w;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[b + 1].qs);
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
-        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(q + (b + 1) * GT_CPU_QK));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
-                               _mm256_cvtepi32_ps(dot_i8(w0, a0)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b + 1].d) * d[b + 1]),
-                               _mm256_cvtepi32_ps(dot_i8(w1, a1)), acc1);
-    }
-    for (; b < nb; b++) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
-                               _mm256_cvtepi32_ps(dot_i8(w0, a0)), acc0);
-    }
-    return hsum8(_mm256_add_ps(acc0, acc1));
-}
-
-static T_AVX2 float qdot_q4_0(const void *w, const int8_t *q, const float *d, const float *s,
-                              int64_t nb)
-{
-    const gt_block_q4_0 *x = w;
-    __m256 acc = _mm256_setzero_ps();
-    float off = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
-        const float dw = f16(x[b].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * d[b]),
-                              _mm256_cvtepi32_ps(dot_u4(unpack_q4(x[b].qs), a)), acc);
-        off += dw * s[b];
-    }
-    return hsum8(acc) - 8.0f * off;
-}
-
-static T_AVX2 float qdot_q4_1(const void *w, const int8_t *q, const float *d, const float *s,
-                              int64_t nb)
-{
-    const gt_block_q4_1 *x = w;
-    __m256 acc = _mm256_setzero_ps();
-    float off = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[b].d) * d[b]),
-                              _mm256_cvtepi32_ps(dot_u4(unpack_q4(x[b].qs), a)), acc);
-        off += f16(x[b].m) * s[b];
-    }
-    return hsum8(acc) + off;
-}
+/* u8 x s8 products, four summed per int32 lane (no VNNI: two steps). */
+#define QD_T T_AVX2
+#define QD_NAME(x) avx2_##x
+#define QD_DOTUS(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+#include "cpu_qdot.h"
+#undef QD_T
+#undef QD_NAME
+#undef QD_DOTUS
 
 static T_AVX2 float dot_f32(const float *a, const float *b, int64_t n)
 {
@@ -394,9 +324,9 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     gt_cpu_kernels_scalar(k); /* F32 dequant (memcpy) and anything not overridden */
     k->name = "avx2";
     k->quantize_act = quantize_act;
-    k->qdot[GT_TYPE_Q8_0] = qdot_q8_0;
-    k->qdot[GT_TYPE_Q4_0] = qdot_q4_0;
-    k->qdot[GT_TYPE_Q4_1] = qdot_q4_1;
+    k->qdot[GT_TYPE_Q8_0] = avx2_qdot_q8_0;
+    k->qdot[GT_TYPE_Q4_0] = avx2_qdot_q4_0;
+    k->qdot[GT_TYPE_Q4_1] = avx2_qdot_q4_1;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;

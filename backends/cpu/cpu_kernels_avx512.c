@@ -3,17 +3,13 @@
  * Starts from the AVX2 table and replaces the kernels that matter for speed:
  * quantized dots, float dots, the activation quantizer, exp-based ops.
  *
- * Quantized dots take two 32-element blocks per 512-bit register and use
- * VNNI's vpdpbusd (unsigned bytes x signed bytes, four products summed into
- * each int32 lane) in place of the AVX2 maddubs + madd pair:
- *   Q8_0: |w| x (a with w's sign): AVX-512 has no vpsignb, so a is negated
- *         under the mask of w's sign bits (vpmovb2m + masked subtract).
- *   Q4_x: nibbles are unsigned already; the two blocks' 16-byte nibble
- *         arrays are split into low/high halves and reordered with one lane
- *         shuffle so each 256-bit half holds one block in element order.
- * The lower eight int32 lanes belong to block b, the upper eight to b+1, so
- * one FMA with {dw0*da0 x8, dw1*da1 x8} scales both. A single trailing
- * block uses the 256-bit VNNI form. */
+ * Quantized dots are cpu_qdot.h's loops with VNNI's vpdpbusd (unsigned
+ * bytes x signed bytes, four products summed into each int32 lane) in place
+ * of AVX2's vpmaddubsw + vpmaddwd pair. They stay on 256-bit registers:
+ * 512-bit integer work has two ports on current Intel cores and 256-bit
+ * three, and a two-block 512-bit layout costs lane shuffles on the one
+ * port the scale broadcasts need too (measured slower). Float kernels
+ * (F32/F16/BF16 dots, exp, silu) are 512-bit. */
 #include "cpu.h"
 
 #include <float.h>
@@ -40,125 +36,14 @@ static inline T_512 float hsum16(__m512 v)
     return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-/* {a x8, b x8} */
-static inline T_512 __m512 pair_scale(float a, float b)
-{
-    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-}
-
-static inline T_512 __m512i load2_q8(const gt_block_q8_0 *x)
-{
-    const __m256i lo = _mm256_loadu_si256((const __m256i *)x[0].qs);
-    const __m256i hi = _mm256_loadu_si256((const __m256i *)x[1].qs);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* Two Q4 blocks' nibbles as 64 bytes in element order. */
-static inline T_512 __m512i unpack2_q4(const uint8_t *qs0, const uint8_t *qs1)
-{
-    const __m256i raw = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qs1),
-                                         _mm_loadu_si128((const __m128i *)qs0));
-    /* lanes: lo0 lo1 hi0 hi1 -> lo0 hi0 lo1 hi1 */
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
-    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
-}
-
-static inline T_512 __m256i unpack_q4(const uint8_t *qs)
-{
-    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-}
-
-static inline T_512 __m512i dot2_i8(__m512i w, __m512i a)
-{
-    const __mmask64 neg = _mm512_movepi8_mask(w);
-    const __m512i sa = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sa);
-}
-
-static inline T_512 __m256i dot1_i8(__m256i w, __m256i a)
-{
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-}
-
-static T_512 float qdot_q8_0(const void *w, const int8_t *q, const float *d, const float *s,
-                             int64_t nb)
-{
-    (void)s;
-    const gt_block_q8_0 *x = w;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) {
-        const __m512i p0 = dot2_i8(load2_q8(x + b), _mm512_loadu_si512(q + b * GT_CPU_QK));
-        const __m512i p1 = dot2_i8(load2_q8(x + b + 2), _mm512_loadu_si512(q + (b + 2) * GT_CPU_QK));
-        acc0 = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
-                               _mm512_cvtepi32_ps(p0), acc0);
-        acc1 = _mm512_fmadd_ps(pair_scale(f16(x[b + 2].d) * d[b + 2], f16(x[b + 3].d) * d[b + 3]),
-                               _mm512_cvtepi32_ps(p1), acc1);
-    }
-    for (; b + 2 <= nb; b += 2) {
-        const __m512i p0 = dot2_i8(load2_q8(x + b), _mm512_loadu_si512(q + b * GT_CPU_QK));
-        acc0 = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
-                               _mm512_cvtepi32_ps(p0), acc0);
-    }
-    float sum = hsum16(_mm512_add_ps(acc0, acc1));
-    if (b < nb) {
-        const __m256i p = dot1_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
-                                  _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
-        sum += f16(x[b].d) * d[b] * hsum8(_mm256_cvtepi32_ps(p));
-    }
-    return sum;
-}
-
-static T_512 float qdot_q4_0(const void *w, const int8_t *q, const float *d, const float *s,
-                             int64_t nb)
-{
-    const gt_block_q4_0 *x = w;
-    __m512 acc = _mm512_setzero_ps();
-    float off = 0.0f;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4(x[b].qs, x[b + 1].qs),
-                                              _mm512_loadu_si512(q + b * GT_CPU_QK));
-        const float dw0 = f16(x[b].d), dw1 = f16(x[b + 1].d);
-        acc = _mm512_fmadd_ps(pair_scale(dw0 * d[b], dw1 * d[b + 1]), _mm512_cvtepi32_ps(p), acc);
-        off += dw0 * s[b] + dw1 * s[b + 1];
-    }
-    float sum = hsum16(acc);
-    if (b < nb) {
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q4(x[b].qs),
-                                              _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
-        const float dw = f16(x[b].d);
-        sum += dw * d[b] * hsum8(_mm256_cvtepi32_ps(p));
-        off += dw * s[b];
-    }
-    return sum - 8.0f * off;
-}
-
-static T_512 float qdot_q4_1(const void *w, const int8_t *q, const float *d, const float *s,
-                             int64_t nb)
-{
-    const gt_block_q4_1 *x = w;
-    __m512 acc = _mm512_setzero_ps();
-    float off = 0.0f;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2_q4(x[b].qs, x[b + 1].qs),
-                                              _mm512_loadu_si512(q + b * GT_CPU_QK));
-        acc = _mm512_fmadd_ps(pair_scale(f16(x[b].d) * d[b], f16(x[b + 1].d) * d[b + 1]),
-                              _mm512_cvtepi32_ps(p), acc);
-        off += f16(x[b].m) * s[b] + f16(x[b + 1].m) * s[b + 1];
-    }
-    float sum = hsum16(acc);
-    if (b < nb) {
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_q4(x[b].qs),
-                                              _mm256_loadu_si256((const __m256i *)(q + b * GT_CPU_QK)));
-        sum += f16(x[b].d) * d[b] * hsum8(_mm256_cvtepi32_ps(p));
-        off += f16(x[b].m) * s[b];
-    }
-    return sum + off;
-}
+/* u8 x s8 products, four summed per int32 lane: one VNNI instruction. */
+#define QD_T T_512
+#define QD_NAME(x) vnni_##x
+#define QD_DOTUS(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#include "cpu_qdot.h"
+#undef QD_T
+#undef QD_NAME
+#undef QD_DOTUS
 
 static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
 {
@@ -337,9 +222,9 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
         return false;
     k->name = "avx512";
     k->quantize_act = quantize_act;
-    k->qdot[GT_TYPE_Q8_0] = qdot_q8_0;
-    k->qdot[GT_TYPE_Q4_0] = qdot_q4_0;
-    k->qdot[GT_TYPE_Q4_1] = qdot_q4_1;
+    k->qdot[GT_TYPE_Q8_0] = vnni_qdot_q8_0;
+    k->qdot[GT_TYPE_Q4_0] = vnni_qdot_q4_0;
+    k->qdot[GT_TYPE_Q4_1] = vnni_qdot_q4_1;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
