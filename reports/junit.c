@@ -162,6 +162,11 @@ int gt_report_junit(const gt_rep_run *r, FILE *f, gt_err *err)
                 *p = '.';
         tc verdict;
         cell_verdict(c, &verdict);
+        if (!c->required && (verdict.o == OUT_FAIL || verdict.o == OUT_ERROR)) {
+            size_t len = strlen(verdict.msg);
+            snprintf(verdict.msg + len, sizeof verdict.msg - len,
+                     " (optional cell: does not fail the gate)");
+        }
         int fails = 0, errors = 0, skips = 0;
         tc t;
 #define COUNT(t)                                                                              \
