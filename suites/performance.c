@@ -20,6 +20,7 @@
  * than the gate's perf_regression_pct (10% unless the matrix says
  * otherwise). Absolute bounds are "info" unless a matrix sets them: speed
  * depends on the machine, a baseline from the same machine does not. */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ static const gt_setting_def SETTINGS[] = {
     {"reps", GT_SET_INT, "repetitions at least (default 3)"},
     {"max_reps", GT_SET_INT, "repetitions at most while the spread is high (default 10)"},
     {"spread_pct", GT_SET_NUM, "spread above which repetitions are added (default 5)"},
-    {"backends", GT_SET_STRINGS, "backends measured (default all; e.g. leave out reference)"},
+    {"cells", GT_SET_STRINGS, "cell-id globs measured (default all; e.g. leave out reference)"},
     {NULL},
 };
 
@@ -72,6 +73,19 @@ static long proc_status_kb(const char *field)
         }
     fclose(f);
     return kb;
+}
+
+/* Whether this tier's "cells" setting (globs on the cell id) selects the
+ * cell; absent means every cell. */
+static bool selected(const gt_suite_ctx *c)
+{
+    const cJSON *globs = gt_suite_setting(c, "cells");
+    if (!globs)
+        return true;
+    for (const cJSON *g = globs->child; g; g = g->next)
+        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
+            return true;
+    return false;
 }
 
 typedef struct rep {
@@ -111,17 +125,10 @@ static int performance_run(gt_suite_ctx *c, gt_err *err)
     if (n_prompt < 1 || n_gen < 1 || min_reps < 1 || max_reps < min_reps || max_reps > 1000)
         return gt_err_set(err, "performance settings: n_prompt, n_gen, reps >= 1 and "
                                "reps <= max_reps <= 1000");
-    const cJSON *bl = gt_suite_setting(c, "backends");
-    if (bl) {
-        bool listed = false;
-        for (const cJSON *b = bl->child; b; b = b->next)
-            listed |= strcmp(b->valuestring, c->backend_name) == 0;
-        if (!listed) {
-            gt_suite_result(c, "measured", GT_ST_SKIP,
-                            "backend %s is not in this tier's performance backends",
-                            c->backend_name);
-            return 0;
-        }
+    if (!selected(c)) {
+        gt_suite_result(c, "measured", GT_ST_SKIP, "cell %s is not in this tier's performance "
+                        "cells", c->cell_id);
+        return 0;
     }
     gt_model *shared;
     if (gt_suite_model(c, &shared, err) != 0)

@@ -19,6 +19,7 @@
  *
  * GT_FAULT=leak=N leaks N bytes (suffixes KiB, MiB accepted: "leak=1MiB")
  * per iteration, touched so they count in RSS; the suite must then fail. */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static const gt_setting_def SETTINGS[] = {
     {"max_prompts", GT_SET_INT, "prompts cycled through (default 4)"},
     {"warmup_cycles", GT_SET_INT, "passes over the prompts before RSS counts (default 2)"},
     {"prompts", GT_SET_STR, "prompt set file (default by model)"},
+    {"cells", GT_SET_STRINGS, "cell-id globs soaked (default all): soak time is per cell"},
     {NULL},
 };
 
@@ -80,6 +82,19 @@ static size_t leak_bytes(const gt_suite_ctx *c)
     else if (strncmp(end, "KiB", 3) == 0 || strncmp(end, "K", 1) == 0)
         v *= 1024;
     return v > 0 ? (size_t)v : 0;
+}
+
+/* Whether this tier's "cells" setting (globs on the cell id) selects the
+ * cell; absent means every cell. */
+static bool selected(const gt_suite_ctx *c)
+{
+    const cJSON *globs = gt_suite_setting(c, "cells");
+    if (!globs)
+        return true;
+    for (const cJSON *g = globs->child; g; g = g->next)
+        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
+            return true;
+    return false;
 }
 
 static int one_iteration(gt_suite_ctx *c, const gt_model *m, const gt_prompt *p, int n_gen,
@@ -123,6 +138,11 @@ static int soak_run(gt_suite_ctx *c, gt_err *err)
     int warm_cycles = (int)gt_suite_int(c, "warmup_cycles", 2);
     if (duration <= 0 || n_gen < 1 || n_ctx < 8 || warm_cycles < 0)
         return gt_err_set(err, "soak settings: duration_s > 0, n_gen >= 1, n_ctx >= 8");
+    if (!selected(c)) {
+        gt_suite_result(c, "soak", GT_ST_SKIP, "cell %s is not in this tier's soak cells",
+                        c->cell_id);
+        return 0;
+    }
     gt_model *m;
     if (gt_suite_model(c, &m, err) != 0)
         return -1;
