@@ -333,8 +333,11 @@ static outcome attempt(CURL *c, const char *url, part *p, const gt_fetch_req *r,
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 
     CURLcode rc = curl_easy_perform(c);
-    if (bar && x.last_bar > 0)
+    if (bar && x.last_bar > 0) { /* the bar's last state, then its own line ends */
+        x.last_bar = 0;
+        on_progress(&x, 0, (curl_off_t)(p->len - x.start), 0, 0);
         fprintf(stderr, "\n");
+    }
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     const char *detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);

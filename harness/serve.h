@@ -63,7 +63,8 @@ int gt_serve_parse(const char *body, size_t len, int max_tokens_cap, gt_serve_re
                    gt_serve_error *e);
 void gt_serve_req_free(gt_serve_req *r);
 
-/* Where a streaming generation's bytes go (SSE frames, ready to send). */
+/* Where a generation's output goes. write is NULL for a plain request and
+ * receives SSE frames, ready to send, for a stream. */
 typedef struct gt_serve_sink {
     void (*write)(void *ud, const char *data, size_t n);
     /* True when the client went away: generation stops early. */
@@ -83,11 +84,11 @@ typedef struct gt_serve_ctx {
 int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
                            gt_serve_error *e);
 
-/* Runs one request on the session (worker thread only). Without sink, the
- * answer JSON is returned in *response (malloc'ed). With sink, SSE frames
- * are written to it, ending with "data: [DONE]"; an error after the stream
- * began is sent as an error frame. deadline is gt_now()-seconds. Returns 0,
- * or -1 with e (when nothing was streamed yet, or always without sink). */
+/* Runs one request on the session (worker thread only). For a plain
+ * request (sink->write NULL) the answer JSON is returned in *response
+ * (malloc'ed). For a stream, SSE frames go to sink->write, ending with
+ * "data: [DONE]"; errors are sent as an error frame since the 200 is out.
+ * deadline is in gt_now() seconds. Returns 0, or -1 with e filled. */
 int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids, int n_ids,
                       double deadline, const gt_serve_sink *sink, char **response,
                       gt_serve_error *e);

@@ -9,7 +9,13 @@
  * Text is kept as the model's bytes; JSON needs UTF-8, so every string that
  * goes out is cleaned (an invalid byte becomes U+FFFD). A stream holds back
  * the bytes that could still become a stop string or finish a UTF-8
- * sequence, so a client never sees text that a later token retracts. */
+ * sequence, so a client never sees text that a later token retracts.
+ *
+ * In logprobs, "tokens" are the pieces of the returned text (they
+ * concatenate to it, and text_offset indexes it); "top_logprobs" keys are
+ * each candidate token's own decoded bytes. The two differ only where the
+ * tokenizer's prefix space was stripped from the first prompt token of an
+ * echo. "token_ids" (an extension) gives the exact ids. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +208,7 @@ typedef struct gen {
     const gt_serve_req *r;
     const gt_tokenizer *tok;
     const gt_serve_sink *sink;
+    bool stream;
     char id[48];
     long created;
     sbuf text;
@@ -404,7 +411,7 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
             token_logprobs(logits + (size_t)(i - 1) * (size_t)n_vocab, n_vocab, ids[i], n_top,
                            &g->recs[i]);
     g->gen_start = g->text.len;
-    if (g->sink && r->echo)
+    if (g->stream && r->echo)
         stream_flush(g, g->text.len, NULL);
     const float *last = logits + (prompt_lp ? (size_t)(n_ids - 1) * (size_t)n_vocab : 0);
     const int32_t eos = gt_tokenizer_eos(g->tok);
@@ -417,7 +424,7 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
                           n_gen);
             goto done;
         }
-        if (g->sink && g->sink->cancelled(g->sink->ud)) {
+        if (g->sink->cancelled && g->sink->cancelled(g->sink->ud)) {
             finish = "cancelled";
             break;
         }
@@ -444,7 +451,7 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
             finish = "stop";
             break;
         }
-        if (g->sink)
+        if (g->stream)
             stream_flush(g, releasable(g), NULL);
         if (n_gen == r->max_tokens)
             break; /* nobody samples after the last token: skip its eval */
@@ -454,7 +461,7 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
         }
         last = logits;
     }
-    if (g->sink) {
+    if (g->stream) {
         if (strcmp(finish, "cancelled") != 0) {
             stream_flush(g, g->text.len, finish);
             if (r->include_usage) {
@@ -464,6 +471,9 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
                 send_frame(g, o);
             }
         }
+    } else if (!strcmp(finish, "cancelled")) {
+        gt_serve_fail(e, 499, "cancelled", NULL, "the client went away");
+        goto done;
     } else {
         cJSON *o = chunk_base(g);
         cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -496,14 +506,14 @@ int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids
                       gt_serve_error *e)
 {
     gen g = {.c = c, .r = r, .tok = gt_model_tokenizer(c->model), .sink = sink,
-             .created = (long)time(NULL)};
+             .stream = sink->write != NULL, .created = (long)time(NULL)};
     c->counter++;
     snprintf(g.id, sizeof g.id, "cmpl-%lx%04llx", (unsigned long)g.created,
              (unsigned long long)(c->counter & 0xffff));
     if (response)
         *response = NULL;
     int rc = generate(&g, ids, n_ids, deadline, response, e);
-    if (rc != 0 && sink) {
+    if (rc != 0 && g.stream) {
         /* The 200 and maybe some text are out: the error goes in the stream. */
         char *ej = gt_serve_error_json(e);
         if (ej) {
@@ -513,7 +523,7 @@ int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids
             free(ej);
         }
     }
-    if (sink)
+    if (g.stream)
         sink->write(sink->ud, "data: [DONE]\n\n", 14);
     free(g.text.p);
     free(g.recs);

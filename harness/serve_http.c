@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,7 +244,7 @@ static void *worker_main(void *ud)
         gt_serve_error e = {0};
         int rc = 0;
         char *body = NULL;
-        gt_serve_sink sink = {sink_write, sink_cancelled, j};
+        gt_serve_sink sink = {j->req.stream ? sink_write : NULL, sink_cancelled, j};
         if (cancelled) {
             rc = gt_serve_fail(&e, 499, "cancelled", NULL, "the client went away");
         } else if (t0 > j->deadline) {
@@ -258,8 +259,8 @@ static void *worker_main(void *ud)
                 free(ej);
             }
         } else {
-            rc = gt_serve_generate(s->ctx, &j->req, j->ids, j->n_ids, j->deadline,
-                                   j->req.stream ? &sink : NULL, j->req.stream ? NULL : &body, &e);
+            rc = gt_serve_generate(s->ctx, &j->req, j->ids, j->n_ids, j->deadline, &sink,
+                                   j->req.stream ? NULL : &body, &e);
         }
         if (!s->o.quiet)
             fprintf(stderr, "gauntlet serve: completion%s: %d prompt tokens, max %d: %s%s "
@@ -282,16 +283,31 @@ static void *worker_main(void *ud)
 
 /* ---- /v1/completions ---------------------------------------------------- */
 
+/* The body is always parsed as JSON. Accepted: no Content-Type,
+ * application/json, and application/x-www-form-urlencoded, because that is
+ * what `curl -d '{...}'` sends; a real form body then fails as bad JSON.
+ * Anything else (text/plain, multipart/form-data, ...) says the client
+ * meant something other than JSON, and gets told so. */
 static bool json_content_type(struct MHD_Connection *c)
 {
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     if (!ct)
-        return true; /* clients that send none still mean JSON */
+        return true;
     while (*ct == ' ')
         ct++;
-    if (strncasecmp(ct, "application/json", 16) != 0)
-        return false;
-    return ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ';
+    static const char *const ok[] = {"application/json", "application/x-www-form-urlencoded"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t n = strlen(ok[i]);
+        if (strncasecmp(ct, ok[i], n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' '))
+            return true;
+    }
+    return false;
+}
+
+static bool peer_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *cc)
@@ -359,8 +375,22 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
         MHD_destroy_response(r);
         return rc;
     }
-    while (!j->done)
-        pthread_cond_wait(&j->cv, &s->mu);
+    /* Waiting, watch the socket: a client that hung up cancels its job
+     * rather than leave the worker generating for nobody. */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const int fd = ci ? ci->connect_fd : -1;
+    while (!j->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+        if (!j->done && !j->cancelled && fd >= 0 && peer_gone(fd))
+            j->cancelled = true;
+    }
     int status = j->status;
     char *body = j->body;
     j->body = NULL;

@@ -35,6 +35,7 @@ typedef struct server {
 } server;
 
 static server main_srv;
+static long client_timeout_ms = 60000; /* per request, for the client side */
 
 static double now_s(void)
 {
@@ -90,7 +91,7 @@ static reply http(int port, const char *method, const char *path, const char *bo
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, client_timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     struct curl_slist *h = NULL;
     char ct[128];
@@ -428,6 +429,15 @@ START_TEST(test_lenient_on_unknown_fields)
                         "\"presence_penalty\": 0, \"temperature\": null, \"stop\": null}");
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "completion_tokens")->valueint, 2);
     cJSON_Delete(o);
+    /* `curl -d` sends a form content type; the body is still JSON. */
+    const char *b = "{\"prompt\": \"Once\", \"max_tokens\": 1}";
+    reply r = http(main_srv.port, "POST", "/v1/completions", b, strlen(b),
+                   "application/x-www-form-urlencoded");
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    free(r.body);
+    r = http(main_srv.port, "POST", "/v1/completions", b, strlen(b), "application/json; charset=utf-8");
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    free(r.body);
     /* max_tokens 0 is allowed: nothing generated. */
     o = complete("{\"prompt\": \"Once\", \"max_tokens\": 0}");
     ck_assert_str_eq(text_of(o), "");
@@ -618,6 +628,33 @@ START_TEST(test_sigterm_finishes_in_flight)
 }
 END_TEST
 
+START_TEST(test_disconnect_cancels)
+{
+    /* A client that gives up frees the worker: 2000 tokens take seconds
+     * here, and the next request must not wait for them. */
+    server s;
+    const char *extra[] = {"-q", NULL};
+    ck_assert(start_server(&s, extra) == 0);
+    const char *slow = "{\"prompt\": \"Once\", \"max_tokens\": 2000, \"temperature\": 0}";
+    const char *slow_stream =
+        "{\"prompt\": \"Once\", \"max_tokens\": 2000, \"temperature\": 0, \"stream\": true}";
+    const char *reqs[] = {slow, slow_stream};
+    for (int i = 0; i < 2; i++) {
+        client_timeout_ms = 300;
+        reply r = post(s.port, reqs[i]);
+        free(r.body);
+        ck_assert_int_lt(r.status, 0); /* our own timeout */
+        client_timeout_ms = 60000;
+        double t0 = now_s();
+        r = post(s.port, "{\"prompt\": \"Once\", \"max_tokens\": 2}");
+        ck_assert_int_eq(r.status, 200);
+        free(r.body);
+        ck_assert_msg(now_s() - t0 < 1.5, "the next request waited %.2f s", now_s() - t0);
+    }
+    ck_assert_int_eq(stop_server(&s), 0);
+}
+END_TEST
+
 int main(void)
 {
     model_path = gt_test_model("stories260K.gguf");
@@ -644,6 +681,7 @@ int main(void)
     tcase_set_timeout(life, 120);
     tcase_add_test(life, test_queue_full_is_503);
     tcase_add_test(life, test_timeout_is_504);
+    tcase_add_test(life, test_disconnect_cancels);
     tcase_add_test(life, test_sigterm_finishes_in_flight);
     suite_add_tcase(s, life);
     int rc = gt_test_run(s);
