@@ -326,6 +326,31 @@ static void environment(FILE *f, const gt_rep_run *r)
         }
         fputs("</tbody></table>\n", f);
     }
+    if (r->n_parts) {
+        fputs("<h3>Harness invocations</h3><p class=\"sub\">Each shard or resume of this run "
+              "(merged databases list every host).</p><table><thead><tr><th>shard</th>"
+              "<th>host</th><th>gauntlet</th><th>git sha</th><th>started</th><th>finished</th>"
+              "<th>status</th><th>command</th></tr></thead><tbody>\n",
+              f);
+        for (int i = 0; i < r->n_parts; i++) {
+            const gt_rep_part *p = &r->parts[i];
+            char t0[40], t1[40];
+            gt_report_time(p->started_at, t0, sizeof t0);
+            gt_report_time(p->finished_at, t1, sizeof t1);
+            fprintf(f, "<tr><td class=\"num\">%d/%d</td><td>", p->shard_index, p->shard_count);
+            E(p->host);
+            fputs("</td><td>", f);
+            E(p->tool_version);
+            fputs("</td><td class=\"mono\">", f);
+            E(p->git_sha);
+            fprintf(f, "</td><td>%s</td><td>%s</td><td>", t0, t1);
+            E(p->status);
+            fputs("</td><td class=\"mono\">", f);
+            gt_report_esc_n(f, p->argv, 400);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</tbody></table>\n", f);
+    }
     fputs("</section>\n", f);
 }
 

@@ -8,6 +8,8 @@
  *    "counts": {status: n},
  *    "devices": [{host, backend, driver_profile, name, kind, driver, driver_version,
  *                 memory, extra}],
+ *    "parts": [{shard_index, shard_count, host, tool_version, git_sha, argv, status,
+ *               started_at, finished_at}],
  *    "cells": [{cell_id, model, quant, backend, driver, required, expected,
  *               expect_reason, status, raw_status, reason, device, host, attempts,
  *               started_at, finished_at, duration_s, log,
@@ -131,6 +133,21 @@ int gt_report_json(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
         num(e, "memory", (double)v->memory, v->memory >= 0);
         cJSON_AddStringToObject(e, "extra", v->extra);
         cJSON_AddItemToArray(devs, e);
+    }
+    cJSON *parts = cJSON_AddArrayToObject(root, "parts");
+    for (int i = 0; i < r->n_parts; i++) {
+        const gt_rep_part *p = &r->parts[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "shard_index", p->shard_index);
+        cJSON_AddNumberToObject(e, "shard_count", p->shard_count);
+        cJSON_AddStringToObject(e, "host", p->host);
+        cJSON_AddStringToObject(e, "tool_version", p->tool_version);
+        cJSON_AddStringToObject(e, "git_sha", p->git_sha);
+        cJSON_AddStringToObject(e, "argv", p->argv);
+        cJSON_AddStringToObject(e, "status", p->status);
+        num(e, "started_at", p->started_at, p->started_at > 0);
+        num(e, "finished_at", p->finished_at, p->finished_at > 0);
+        cJSON_AddItemToArray(parts, e);
     }
     cJSON *cells = cJSON_AddArrayToObject(root, "cells");
     for (int i = 0; i < r->n; i++)

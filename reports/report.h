@@ -51,6 +51,12 @@ typedef struct gt_rep_device {
     int64_t memory;
 } gt_rep_device;
 
+typedef struct gt_rep_part { /* one harness invocation: a shard, a resume */
+    const char *host, *tool_version, *git_sha, *argv, *status;
+    int shard_index, shard_count;
+    double started_at, finished_at;
+} gt_rep_part;
+
 typedef struct gt_rep_run {
     int64_t id;
     const char *db_path, *run_key, *matrix_name, *matrix_sha256, *tier, *tool_version, *git_sha;
@@ -64,6 +70,8 @@ typedef struct gt_rep_run {
     int n;
     gt_rep_device *devices;
     int n_devices;
+    gt_rep_part *parts;
+    int n_parts;
     int counts[16];        /* per gt_status; index from gt_status_from_name */
     struct gt_rep_arena *arena; /* owns every string */
     void *checks_block, *metrics_block;

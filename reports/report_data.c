@@ -165,6 +165,44 @@ static int load_devices(gt_rep_run *r, sqlite3 *h, gt_err *err)
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sqlfail(h, err, "devices");
 }
 
+static int load_parts(gt_rep_run *r, sqlite3 *h, gt_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT host, tool_version, git_sha, argv, status, shard_index,"
+                           " shard_count, started_at, finished_at FROM run_parts WHERE run_id = ?"
+                           " ORDER BY started_at, id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sqlfail(h, err, "parts");
+    sqlite3_bind_int64(st, 1, r->id);
+    int cap = 0, rc;
+    bool oom = false;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (r->n_parts == cap) {
+            gt_rep_part *np = realloc(r->parts, (size_t)(cap = cap * 2 + 4) * sizeof *np);
+            if (!np) {
+                oom = true;
+                break;
+            }
+            r->parts = np;
+        }
+        gt_rep_part *p = &r->parts[r->n_parts++];
+        p->host = dup_col(r, st, 0, &oom);
+        p->tool_version = dup_col(r, st, 1, &oom);
+        p->git_sha = dup_col(r, st, 2, &oom);
+        p->argv = dup_col(r, st, 3, &oom);
+        p->status = dup_col(r, st, 4, &oom);
+        p->shard_index = sqlite3_column_int(st, 5);
+        p->shard_count = sqlite3_column_int(st, 6);
+        p->started_at = sqlite3_column_double(st, 7);
+        p->finished_at = sqlite3_column_double(st, 8);
+    }
+    sqlite3_finalize(st);
+    if (oom)
+        return gt_err_set(err, "out of memory");
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sqlfail(h, err, "parts");
+}
+
 static int load_cells(gt_rep_run *r, sqlite3 *h, gt_err *err)
 {
     sqlite3_stmt *st;
@@ -369,7 +407,7 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
     r->db_path = dup_str(r, gt_db_path(db), &oom);
     id_ix *map = NULL;
     if (load_run_row(r, h, run_id, err) != 0 || load_devices(r, h, err) != 0 ||
-        load_cells(r, h, err) != 0)
+        load_parts(r, h, err) != 0 || load_cells(r, h, err) != 0)
         goto fail;
     map = malloc(sizeof *map * (size_t)(r->n ? r->n : 1));
     if (!map) {
@@ -399,6 +437,7 @@ void gt_report_free(gt_rep_run *r)
         return;
     free(r->cells);
     free(r->devices);
+    free(r->parts);
     free(r->checks_block);
     free(r->metrics_block);
     for (arena_blk *a = r->arena; a;) {
