@@ -210,6 +210,10 @@ static void baseline(FILE *f, const gt_rep_diff *d)
             d->n_new_fail, d->n_fix,
             d->n_status - d->n_new_fail - d->n_fix, d->n_regress, d->n_improve,
             d->threshold_pct);
+    if (d->cur->perf_pct < 0 && d->n_perf)
+        fputs("<p class=\"sub\">This tier's gate sets no perf_regression_pct, so performance "
+              "changes are shown against the report's threshold but do not fail the gate.</p>\n",
+              f);
     if (!d->n_status && !d->n_perf)
         fputs("<p class=\"callout good\">Nothing changed beyond the threshold.</p>\n", f);
     delta_rows(f, d, GT_CH_NEW_FAILURE, "New failures", "");
