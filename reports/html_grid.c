@@ -71,6 +71,11 @@ int gt_html_grid(FILE *f, const gt_rep_run *r, const gt_rep_diff *d, gt_err *err
     gt_rep_grid g;
     if (gt_report_grid(r, &g, err) != 0)
         return -1;
+    if (g.n_rows == 0) {
+        fputs("<p class=\"callout info\">This run recorded no cells.</p>\n", f);
+        gt_report_grid_free(&g);
+        return 0;
+    }
     /* Baseline change per cell index, -1 = none. */
     signed char *change = malloc((size_t)(r->n ? r->n : 1));
     if (!change) {

@@ -362,6 +362,28 @@ START_TEST(usage_errors)
 }
 END_TEST
 
+/* A run with no cells (a shard that got none, a matrix that excludes
+ * everything) still gives valid, clean reports. */
+START_TEST(empty_run)
+{
+    int64_t base, cur;
+    const char *db = make_db("empty.sqlite", 0, &base, &cur);
+    char html[512], xml[512];
+    snprintf(html, sizeof html, "%s", gt_test_tmp("e.html"));
+    snprintf(xml, sizeof xml, "%s", gt_test_tmp("e.xml"));
+    ck_assert_int_eq(sh("%s report --db %s --baseline 1 --html %s --junit %s --json /dev/null "
+                        "--markdown /dev/null",
+                        GAUNTLET, db, html, xml),
+                     0);
+    ck_assert_int_eq(sh("xmllint --noout --schema %s %s 2>/dev/null", XSD, xml), 0);
+    ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    check_tidy(html);
+    char *h = slurp(html);
+    ck_assert_ptr_nonnull(strstr(h, "This run recorded no cells."));
+    free(h);
+}
+END_TEST
+
 /* A real run, when the harness can qualify here (it is being finished by
  * another change; until then this only reports why it did nothing). */
 START_TEST(quickstart_run)
@@ -406,6 +428,7 @@ static Suite *suite(void)
     tcase_add_test(t, synthetic_all_formats);
     tcase_add_test(t, baseline_from_other_file_and_default_run);
     tcase_add_test(t, usage_errors);
+    tcase_add_test(t, empty_run);
     tcase_add_test(t, quickstart_run);
     suite_add_tcase(s, t);
     return s;
