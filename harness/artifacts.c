@@ -48,11 +48,12 @@ int gt_artifacts_init(gt_artifacts *a, const gt_matrix *m, const char *cache_dir
         snprintf(a->cache_dir, sizeof a->cache_dir, "%s", cache_dir);
     else
         gt_artifacts_default_cache(a->cache_dir, sizeof a->cache_dir);
-    ssize_t n = readlink("/proc/self/exe", a->self_exe, sizeof a->self_exe - 1);
-    if (n <= 0)
-        return gt_err_set(err, "cannot find this program's path (/proc/self/exe): %s",
+    /* Not the path it names: /proc/self/exe still runs this very binary
+     * when a rebuild has replaced the file during a long run. */
+    if (access("/proc/self/exe", X_OK) != 0)
+        return gt_err_set(err, "cannot re-execute this program (/proc/self/exe): %s",
                           strerror(errno));
-    a->self_exe[n] = '\0';
+    snprintf(a->self_exe, sizeof a->self_exe, "/proc/self/exe");
     return 0;
 }
 
@@ -397,11 +398,16 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
                      strerror(errno));
             return art;
         }
-        if (run_quantize(a, src->path, art->path, quant, why, sizeof why) != 0) {
+        /* Our own temporary name, then rename: other runs (shards on one
+         * host, a second CI job) may be making the same quant right now. */
+        char tmp[PATH_MAX + 32];
+        snprintf(tmp, sizeof tmp, "%s.%d.part.gguf", art->path, (int)getpid());
+        if (run_quantize(a, src->path, tmp, quant, why, sizeof why) != 0 ||
+            rename(tmp, art->path) != 0) {
             art->state = GT_ART_ERROR;
             snprintf(art->reason, sizeof art->reason, "quantizing %s to %s: %s", src->path,
-                     quant, why);
-            unlink(art->path);
+                     quant, why[0] ? why : strerror(errno));
+            unlink(tmp);
             return art;
         }
     }

@@ -292,7 +292,7 @@ int cmd_qualify(int argc, char **argv)
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
     const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL;
     int shard_i = 1, shard_n = 1, jobs = 1, opt;
-    bool no_progress = false, quiet = false;
+    bool no_progress = false, quiet = false, shard_given = false;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "j:qh", OPTS, NULL)) != -1) {
         switch (opt) {
@@ -307,6 +307,7 @@ int cmd_qualify(int argc, char **argv)
         case 's':
             if (parse_shard(optarg, &shard_i, &shard_n) != 0)
                 return usage_err("--shard expects I/N with 1 <= I <= N, got '%s'", optarg);
+            shard_given = true;
             break;
         case 'j': {
             char *end;
@@ -415,9 +416,17 @@ int cmd_qualify(int argc, char **argv)
                                          gt_status_name(c->expected), c->expect_reason};
     }
     int r = gt_db_part_begin(db, q.run_id, shard_i, shard_n, argline, &q.part_id, &err);
-    if (r == 0)
+    /* Continuing a run without --shard means "finish what this database
+     * holds of it": its pending cells, whichever shard added them. */
+    bool continuing = found == 0 && !shard_given;
+    if (r == 0 && !continuing)
         r = gt_db_cells_add(db, q.run_id, nc, n_shard, &err);
     free(nc);
+    int in_db = 0, n_todo = 0;
+    if (r == 0)
+        r = gt_db_run_counts(db, q.run_id, &in_db, &n_todo, &err);
+    if (continuing)
+        n_shard = in_db;
     char **pending = NULL;
     int n_pending = 0;
     if (r != 0 || gt_db_cells_pending(db, q.run_id, &pending, &n_pending, &err) != 0)
@@ -455,7 +464,13 @@ int cmd_qualify(int argc, char **argv)
         cj->cell = c;
         cj->artifacts = cJSON_CreateArray();
         *job = (gt_job){.cell_id = c->id, .timeout_s = c->timeout_s, .memory_mb = c->memory_mb,
-                        .user = cj};
+                        .after = -1, .user = cj};
+        /* Cells after their reference cell (same model and quant): suites
+         * comparing with the reference then find its outputs cached. */
+        for (int k = 0; k < n_jobs - 1 && strcmp(c->backend->id, "reference") != 0; k++)
+            if (cjs[k].cell->model == c->model && !strcmp(cjs[k].cell->quant, c->quant) &&
+                !strcmp(cjs[k].cell->backend->id, "reference"))
+                job->after = k;
         if (c->expected == GT_ST_SKIP) {
             char why[1100];
             snprintf(why, sizeof why, "skipped by the matrix: %s", c->expect_reason);

@@ -403,7 +403,27 @@ int gt_db_part_begin(gt_db *db, int64_t run_id, int shard_index, int shard_count
     if (rc != SQLITE_DONE)
         return gt_dbi_sqlerr(db, err, "recording a run part");
     *part_id = sqlite3_last_insert_rowid(db->h);
-    return 0;
+    /* A resumed run is running again until this part ends. */
+    return exec_bound(db, "UPDATE runs SET status = ?1, finished_at = NULL WHERE id = ?3", run_id,
+                      "running", err);
+}
+
+int gt_db_run_counts(gt_db *db, int64_t run_id, int *total, int *pending, gt_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h,
+                           "SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM cells"
+                           " WHERE run_id = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "counting cells");
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *total = sqlite3_column_int(st, 0);
+        *pending = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : gt_dbi_sqlerr(db, err, "counting cells");
 }
 
 int gt_db_part_end(gt_db *db, int64_t part_id, const char *status, gt_err *err)

@@ -104,6 +104,10 @@ int gt_db_run_texts(gt_db *db, int64_t run_id, char **matrix_json, char **gate_j
                     gt_err *err);
 int gt_db_run_finish(gt_db *db, int64_t run_id, const char *status, gt_err *err);
 
+/* Cells of the run in this database, and how many are pending. */
+int gt_db_run_counts(gt_db *db, int64_t run_id, int *total, int *pending, gt_err *err);
+
+/* Records an invocation (a shard, a resume) and marks the run running. */
 int gt_db_part_begin(gt_db *db, int64_t run_id, int shard_index, int shard_count,
                      const char *argv, int64_t *part_id, gt_err *err);
 int gt_db_part_end(gt_db *db, int64_t part_id, const char *status, gt_err *err);

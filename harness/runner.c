@@ -317,6 +317,24 @@ static int finish(const gt_runner_opts *opts, slot *s, tally *t, gt_err *err)
     return rc;
 }
 
+/* The first waiting job whose dependency has finished; -1 when every
+ * waiting job depends on one still running. With nothing running, a job
+ * waiting on a job that never ran (a cycle, a bad index) starts anyway. */
+static int pick(const gt_job *jobs, int n, const char *state, int running)
+{
+    int first = -1;
+    for (int k = 0; k < n; k++) {
+        if (state[k] != 0)
+            continue;
+        if (first < 0)
+            first = k;
+        int a = jobs[k].after;
+        if (a < 0 || a >= n || a == k || state[a] == 2)
+            return k;
+    }
+    return running == 0 ? first : -1;
+}
+
 int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
 {
     int n_slots = opts->jobs > 0 ? opts->jobs : 1;
@@ -336,13 +354,27 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
     sigaction(SIGPIPE, &ign, &old_pipe);
 
     tally t = {0};
-    int next = 0, running = 0, rc = 0;
-    while ((next < n || running > 0) && rc == 0) {
+    /* 0 waiting, 1 running, 2 finished: a job starts once its "after" job
+     * has finished, so a cell reuses its reference cell's cached outputs
+     * instead of computing them again in parallel. */
+    char *state = calloc((size_t)n + 1, 1);
+    if (!state) {
+        free(slots);
+        free(pfd);
+        return gt_err_set(err, "out of memory");
+    }
+    int started = 0, running = 0, rc = 0;
+    while ((started < n || running > 0) && rc == 0) {
         /* Fill free slots; jobs without a spec are reported at once. */
-        for (int i = 0; i < n_slots && next < n && !g_stop; i++) {
+        for (int i = 0; i < n_slots && started < n && !g_stop; i++) {
             if (slots[i].job)
                 continue;
-            gt_job *job = &jobs[next++];
+            int k = pick(jobs, n, state, running);
+            if (k < 0)
+                break; /* the rest wait for running jobs */
+            gt_job *job = &jobs[k];
+            state[k] = 1;
+            started++;
             int st = job->spec ? start(opts, &slots[i], job) : 1;
             if (!job->spec) {
                 memset(&slots[i], 0, sizeof slots[i]);
@@ -360,6 +392,7 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
                     rc = gt_err_set(err, "out of memory");
                     break;
                 }
+                state[k] = 2;
                 if (finish(opts, &slots[i], &t, err) != 0)
                     rc = -1;
                 i--; /* this slot is free again */
@@ -427,6 +460,7 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
                 s->o.code = WEXITSTATUS(status);
             }
             running--;
+            state[s->job - jobs] = 2;
             if (finish(opts, s, &t, err) != 0) {
                 rc = -1;
                 break;
@@ -451,6 +485,7 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
+    free(state);
     free(slots);
     free(pfd);
     if (rc)

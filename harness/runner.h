@@ -30,6 +30,8 @@ typedef struct gt_job {
     const char *spec;  /* JSON text for the worker's stdin; NULL = not run (see done) */
     double timeout_s;
     int64_t memory_mb; /* 0 = no limit */
+    int after;         /* index of a job that must finish first (-1: none), e.g. the
+                          reference cell whose outputs this cell's suites reuse */
     void *user;
 } gt_job;
 
