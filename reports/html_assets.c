@@ -42,6 +42,8 @@ const char gt_html_css[] =
     "table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid var(--line);"
     "padding:3px 8px;text-align:left;vertical-align:top}th{background:var(--soft);font-weight:600}\n"
     "td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+    ".scroll{overflow-x:auto;max-width:100%}table.metrics th.num{overflow-wrap:anywhere;"
+    "min-width:70px;max-width:130px}\n"
     "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#aaa}\n"
     ".chips{display:flex;flex-wrap:wrap;gap:6px;margin:8px 0}\n"
     ".st{display:inline-block;border:2px solid;border-radius:4px;padding:0 6px;font-weight:600;"
@@ -82,7 +84,7 @@ const char gt_html_css[] =
     "{stroke:#999}\n.charts{display:flex;flex-wrap:wrap;gap:8px 40px}\n"
     "#filters label{margin-right:10px;white-space:nowrap}\n"
     "footer{margin-top:40px;color:var(--muted);font-size:12px}\n"
-    "@media print{body{max-width:none;padding:0;font-size:11px}nav.toc,#filters{display:none}"
+    "@media print{body{max-width:none;padding:0;font-size:11px}.scroll{overflow:visible}nav.toc,#filters{display:none}"
     "a{color:inherit;text-decoration:none}pre{max-height:none}details.cell{break-inside:avoid}"
     "h2{break-after:avoid}table.grid td.dim a.st{opacity:1}"
     "*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}\n";

@@ -75,10 +75,17 @@ static void metric_table(FILE *f, const gt_rep_run *r, bool (*pick)(const gt_rep
               f);
         return;
     }
-    fputs("<table class=\"sortable\"><thead><tr><th>cell</th><th>status</th>", f);
+    /* Headers show the metric's own name (the section says which suite),
+     * the full label is the tooltip. */
+    fputs("<div class=\"scroll\"><table class=\"sortable metrics\"><thead><tr><th>cell</th>"
+          "<th>status</th>",
+          f);
     for (int i = 0; i < k.n; i++) {
-        fputs("<th class=\"num mono\">", f);
+        const char *dot = strchr(k.label[i], '.');
+        fputs("<th class=\"num mono\" title=\"", f);
         gt_report_esc(f, k.label[i]);
+        fputs("\">", f);
+        gt_report_esc(f, dot ? dot + 1 : k.label[i]);
         fputs("</th>", f);
     }
     fputs("</tr></thead><tbody>\n", f);
@@ -113,28 +120,56 @@ static void metric_table(FILE *f, const gt_rep_run *r, bool (*pick)(const gt_rep
         }
         fputs("</tr>\n", f);
     }
-    fputs("</tbody></table>\n", f);
+    fputs("</tbody></table></div>\n", f);
 }
 
-static bool pick_accuracy(const gt_rep_metric *m) { return gt_report_is_accuracy(m); }
+/* Accuracy against which reference: the suite names its metrics drift_*
+ * (reference backend on the same quantized weights) and loss_* (reference on
+ * F32 weights); *_vs_ref / *_vs_f32 are accepted too. */
+static bool starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+static bool vs_same(const gt_rep_metric *m)
+{
+    return starts(m->name, "drift_") || strstr(m->name, "vs_ref") != NULL;
+}
+static bool vs_f32(const gt_rep_metric *m)
+{
+    return starts(m->name, "loss_") || strstr(m->name, "f32") != NULL;
+}
+static bool pick_same(const gt_rep_metric *m) { return gt_report_is_accuracy(m) && vs_same(m); }
+static bool pick_f32(const gt_rep_metric *m)
+{
+    return gt_report_is_accuracy(m) && !vs_same(m) && vs_f32(m);
+}
+static bool pick_acc_other(const gt_rep_metric *m)
+{
+    return !strcmp(m->suite, "accuracy") && !vs_same(m) && !vs_f32(m);
+}
 static bool pick_latency(const gt_rep_metric *m) { return gt_report_is_latency(m); }
+static bool pick_perf_other(const gt_rep_metric *m)
+{
+    return !strcmp(m->suite, "performance") && !gt_report_is_latency(m) &&
+           !gt_report_perf_kind(m);
+}
 
 void gt_html_accuracy(FILE *f, const gt_rep_run *r)
 {
-    fputs("<p class=\"sub\">Teacher-forced logits over the eval text against the reference "
-          "backend: metrics ending in <code>_ref</code> compare with the reference on the "
-          "same quantized weights (backend drift), those ending in <code>_f32</code> with the "
-          "reference on F32 weights (quantization loss). KL divergence: lower is better; "
-          "top-1 agreement: higher is better. Out-of-tolerance values are marked &#10007; "
-          "with their bound; hover a value for its tolerance.</p>\n",
+    fputs("<p class=\"sub\">Teacher-forced logits over the eval text. KL divergence: lower is "
+          "better; top-1 agreement: higher is better. Out-of-tolerance values are marked "
+          "&#10007; with their bound; hover a value for its tolerance; click a header to "
+          "sort.</p>\n<h3>Against the reference backend on the same quantized weights "
+          "(backend drift)</h3>\n",
           f);
-    metric_table(f, r, pick_accuracy);
+    metric_table(f, r, pick_same);
+    fputs("<h3>Against the reference backend on F32 weights (quantization loss)</h3>\n", f);
+    metric_table(f, r, pick_f32);
+    fputs("<h3>Other accuracy measurements</h3>\n", f);
+    metric_table(f, r, pick_acc_other);
 }
 
 typedef struct bar {
     const gt_rep_cell *c;
     double v;
-    bool bad;
+    bool bad, perf;
 } bar;
 
 static void chart(FILE *f, const char *title, const char *unit, const bar *b, int n, int cls)
@@ -207,15 +242,23 @@ void gt_html_performance(FILE *f, const gt_rep_run *r)
                 int kind = gt_report_perf_kind(m);
                 if (!kind || !m->has_value)
                     continue;
-                bar x = {c, m->value, !strcmp(m->verdict, "fail")};
-                /* One bar per cell and direction: the first such metric. */
-                if (kind == 1 && (n1 == 0 || b1[n1 - 1].c != c)) {
-                    b1[n1++] = x;
-                    u1 = m->unit[0] ? m->unit : u1;
-                } else if (kind == 2 && (n2 == 0 || b2[n2 - 1].c != c)) {
-                    b2[n2++] = x;
-                    u2 = m->unit[0] ? m->unit : u2;
+                bar x = {c, m->value, !strcmp(m->verdict, "fail"), false};
+                /* One bar per cell and direction; the performance suite's
+                 * median wins over another suite's single measurement. */
+                bar *b = kind == 1 ? b1 : b2;
+                int *nb = kind == 1 ? &n1 : &n2;
+                bool perf = !strcmp(m->suite, "performance");
+                if (*nb == 0 || b[*nb - 1].c != c) {
+                    b[(*nb)++] = x;
+                    b[*nb - 1].perf = perf;
+                } else if (perf && !b[*nb - 1].perf) {
+                    b[*nb - 1] = x;
+                    b[*nb - 1].perf = true;
+                } else {
+                    continue;
                 }
+                if (m->unit[0])
+                    *(kind == 1 ? &u1 : &u2) = m->unit;
             }
         }
         if (!n1 && !n2)
@@ -240,6 +283,8 @@ void gt_html_performance(FILE *f, const gt_rep_run *r)
               f);
     fputs("<h3>Latency</h3>\n", f);
     metric_table(f, r, pick_latency);
+    fputs("<h3>Load time, memory and spread</h3>\n", f);
+    metric_table(f, r, pick_perf_other);
 out:
     free(b1);
     free(b2);

@@ -515,6 +515,8 @@ void gt_report_num(double v, char *out, size_t cap)
         snprintf(out, cap, v > 0 ? "inf" : "-inf");
     else if (v == 0)
         snprintf(out, cap, "0");
+    else if (v == floor(v) && fabs(v) < 1e9)
+        snprintf(out, cap, "%.0f", v); /* counts, token positions, bytes */
     else if (fabs(v) >= 1e6 || fabs(v) < 1e-3)
         snprintf(out, cap, "%.4g", v);
     else if (fabs(v) >= 10)
@@ -551,6 +553,9 @@ int gt_report_perf_kind(const gt_rep_metric *m)
 bool gt_report_is_latency(const gt_rep_metric *m)
 {
     const char *n = m->name;
-    return has(n, "latency") || has(n, "ttft") || has(n, "_p50") || has(n, "_p90") ||
-           has(n, "_p99") || has(n, "first_token");
+    if (gt_report_is_accuracy(m))
+        return false; /* kld_p99 is a percentile, not a latency */
+    return has(n, "latency") || has(n, "ttft") || has(n, "first_token") ||
+           ((has(n, "_p50") || has(n, "_p90") || has(n, "_p99")) &&
+            (has(m->unit, "ms") || has(m->unit, "s")));
 }
