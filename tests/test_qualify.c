@@ -299,28 +299,27 @@ static int live_workers(const char *tag)
     return n;
 }
 
-START_TEST(sigkill_then_resume_reruns_only_unfinished_cells)
+/* Starts `gauntlet qualify` on matrix m in the background (tagged, with a
+ * hang in cell synth-tiny/f32/reference) and waits until the four
+ * stories260k cells are recorded and the hung one is running. */
+static pid_t start_hung_run(const char *m, const char *db, const char *tag)
 {
-    const char *m = small_matrix("kill.json", "60", "");
-    char tag[64];
-    snprintf(tag, sizeof tag, "GT_TEST_TAG=kill-%d", (int)getpid());
     pid_t pid = fork();
     if (pid == 0) {
         char cmd[8192];
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && exec env %s XDG_CACHE_HOME='%s/cache' "
                  "GT_FAULT='hang:synth-tiny/f32/reference/*' " BIN
-                 " qualify '%s' --db kill.sqlite --run-id k >kill.log 2>&1",
-                 g_dir, tag, g_dir, m);
+                 " qualify '%s' --db %s --run-id k >%s.log 2>&1",
+                 g_dir, tag, g_dir, m, db, db);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
-    /* Wait until the four stories260k cells are recorded and the hung one runs. */
     long long done = 0;
     for (int i = 0; i < 600 && done < 4; i++) {
         usleep(100000);
         sqlite3 *h;
-        if (sqlite3_open_v2(path_in("kill.sqlite"), &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        if (sqlite3_open_v2(path_in(db), &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
             sqlite3_stmt *st;
             if (sqlite3_prepare_v2(h, "SELECT COUNT(*) FROM cells WHERE status != 'pending'", -1,
                                    &st, NULL) == SQLITE_OK) {
@@ -333,6 +332,47 @@ START_TEST(sigkill_then_resume_reruns_only_unfinished_cells)
     }
     ck_assert_int_eq(done, 4);
     usleep(300000);
+    return pid;
+}
+
+START_TEST(sigterm_marks_the_run_interrupted)
+{
+    const char *m = small_matrix("term.json", "60", "");
+    char tag[64];
+    snprintf(tag, sizeof tag, "GT_TEST_TAG=term-%d", (int)getpid());
+    pid_t pid = start_hung_run(m, "term.sqlite", tag);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    ck_assert_int_eq(live_workers(tag), 0);
+    sqlite3 *h = db_open("term.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM runs"), "interrupted\n");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM run_parts"), "interrupted\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 4);
+    sqlite3_close(h);
+    FILE *f = fopen(path_in("term.sqlite.log"), "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(g_out, 1, sizeof g_out - 1, f);
+    g_out[n] = '\0';
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(g_out, "--resume 'small/smoke/k'"));
+    ck_assert_int_eq(run(BIN " db check term.sqlite"), 0);
+    /* Running again with the same key (no --resume) continues it too. */
+    ck_assert_msg(run(BIN " qualify '%s' --db term.sqlite --run-id k -q", m) == 0, "%s", g_out);
+    h = db_open("term.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM runs"), "complete\n");
+    ck_assert_int_eq(q_int(h, "SELECT MAX(attempts) FROM cells"), 1);
+    sqlite3_close(h);
+}
+END_TEST
+
+START_TEST(sigkill_then_resume_reruns_only_unfinished_cells)
+{
+    const char *m = small_matrix("kill.json", "60", "");
+    char tag[64];
+    snprintf(tag, sizeof tag, "GT_TEST_TAG=kill-%d", (int)getpid());
+    pid_t pid = start_hung_run(m, "kill.sqlite", tag);
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     int st;
     waitpid(pid, &st, 0);
@@ -384,6 +424,12 @@ START_TEST(shards_merge_into_the_unsharded_run)
     sqlite3 *h = db_open("s1.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 4);
     sqlite3_close(h);
+    /* Continuing shard 1's run without --shard does not pull in shard 2. */
+    ck_assert_msg(run("GT_RUN_ID=ci-9 " BIN " qualify '%s' --db s1.sqlite -q", m) == 0, "%s", g_out);
+    h = db_open("s1.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 4);
+    ck_assert_int_eq(q_int(h, "SELECT MAX(attempts) FROM cells"), 1);
+    sqlite3_close(h);
     ck_assert_msg(run(BIN " merge merged.sqlite s1.sqlite s2.sqlite s2.sqlite") == 0, "%s", g_out);
     h = db_open("merged.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT run_key || ' ' || status FROM runs"),
@@ -391,7 +437,7 @@ START_TEST(shards_merge_into_the_unsharded_run)
     char merged[8192];
     snprintf(merged, sizeof merged, "%s",
              q_text(h, "SELECT cell_id || ' ' || idx || ' ' || status FROM cells ORDER BY cell_id"));
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM run_parts"), 2);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM run_parts"), 3);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results"), 8 * 4);
     sqlite3_close(h);
     h = db_open("full.sqlite");
@@ -466,6 +512,7 @@ int main(void)
     tcase_add_test(tc, impossible_tolerance_fails_naming_cell_and_metric);
     tcase_add_test(tc, segfault_is_a_crash_and_the_run_goes_on);
     tcase_add_test(tc, hang_is_killed_at_the_timeout);
+    tcase_add_test(tc, sigterm_marks_the_run_interrupted);
     tcase_add_test(tc, sigkill_then_resume_reruns_only_unfinished_cells);
     tcase_add_test(tc, shards_merge_into_the_unsharded_run);
     tcase_add_test(tc, usage_and_config_errors_exit_2);
