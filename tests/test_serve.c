@@ -26,6 +26,12 @@
 
 #include "testutil.h"
 
+/* The server's pure parts, compiled in for direct unit tests. */
+#include "../harness/cli.c"
+#include "../harness/serve_gen.c"
+#include "../harness/serve_request.c"
+#include "gt/backend.h"
+
 static const char *model_path;
 
 typedef struct server {
@@ -655,6 +661,162 @@ START_TEST(test_disconnect_cancels)
 }
 END_TEST
 
+/* ---- in-process: parsing, UTF-8, stream hold-back ------------------------ */
+
+START_TEST(test_utf8_cleaning)
+{
+    char *c = utf8_clean("a\xff b\xc0\xaf \xe2\x96\x81 \xf0\x9f\x98\x80", 15);
+    ck_assert_str_eq(c, "a\xef\xbf\xbd b\xef\xbf\xbd\xef\xbf\xbd \xe2\x96\x81 \xf0\x9f\x98\x80");
+    free(c);
+    c = utf8_clean("x\0y", 3); /* NUL cannot go through C strings */
+    ck_assert_str_eq(c, "x\xef\xbf\xbdy");
+    free(c);
+    ck_assert_uint_eq(utf8_incomplete_tail("ab\xe2\x96", 4), 2);
+    ck_assert_uint_eq(utf8_incomplete_tail("ab\xf0", 3), 1);
+    ck_assert_uint_eq(utf8_incomplete_tail("ab\xe2\x96\x81", 5), 0);
+    ck_assert_uint_eq(utf8_incomplete_tail("abc", 3), 0);
+    ck_assert_uint_eq(utf8_incomplete_tail("ab\xff", 3), 0); /* invalid, not incomplete */
+}
+END_TEST
+
+START_TEST(test_parse_direct)
+{
+    gt_serve_req r;
+    gt_serve_error e;
+    const char *b = "{\"prompt\": \"hi\"}";
+    ck_assert_int_eq(gt_serve_parse(b, strlen(b), 100, &r, &e), 0);
+    ck_assert_int_eq(r.max_tokens, 16);
+    ck_assert(r.temperature == 1.0f && r.top_p == 1.0f && r.logprobs == -1 && !r.has_seed);
+    ck_assert(!r.stream && !r.echo && r.n_stop == 0);
+    gt_serve_req_free(&r);
+    b = "{\"prompt\": \"hi\", \"seed\": -5, \"top_p\": 0, \"temperature\": 0.7, "
+        "\"stop\": [\"a\", \"bc\"], \"logprobs\": 3, \"max_tokens\": 100}";
+    ck_assert_int_eq(gt_serve_parse(b, strlen(b), 100, &r, &e), 0);
+    ck_assert(r.has_seed && r.seed == (uint64_t)-5);
+    ck_assert(r.temperature == 0); /* top_p 0 keeps only the best token */
+    ck_assert_int_eq(r.n_stop, 2);
+    ck_assert_str_eq(r.stop[1], "bc");
+    ck_assert_int_eq(r.logprobs, 3);
+    gt_serve_req_free(&r);
+    b = "{\"prompt\": \"hi\", \"max_tokens\": 101}";
+    ck_assert_int_eq(gt_serve_parse(b, strlen(b), 100, &r, &e), -1);
+    ck_assert_int_eq(e.status, 400);
+    ck_assert_str_eq(e.param, "max_tokens");
+    b = "{\"prompt\": \"hi\", \"seed\": 1e300}";
+    ck_assert_int_eq(gt_serve_parse(b, strlen(b), 100, &r, &e), -1);
+    ck_assert_str_eq(e.param, "seed");
+    char many[1024] = "{\"prompt\": \"hi\", \"stop\": [";
+    for (int i = 0; i <= GT_SERVE_MAX_STOP; i++)
+        strcat(many, i ? ", \"s\"" : "\"s\"");
+    strcat(many, "]}");
+    ck_assert_int_eq(gt_serve_parse(many, strlen(many), 100, &r, &e), -1);
+    ck_assert_msg(strstr(e.message, "at most"), "%s", e.message);
+    char *j = gt_serve_error_json(&e);
+    ck_assert_msg(strstr(j, "\"param\":\"stop\"") && strstr(j, "\"type\":\"invalid_request_error\""),
+                  "%s", j);
+    free(j);
+}
+END_TEST
+
+typedef struct collect {
+    char *buf;
+    size_t len;
+} collect;
+
+static void collect_write(void *ud, const char *d, size_t n)
+{
+    collect *c = ud;
+    c->buf = realloc(c->buf, c->len + n + 1);
+    memcpy(c->buf + c->len, d, n);
+    c->len += n;
+    c->buf[c->len] = '\0';
+}
+
+/* The text of every chunk, concatenated; checks no chunk is an error. */
+static char *sse_text(const char *sse)
+{
+    char *out = calloc(1, strlen(sse) + 1);
+    const char *p = sse;
+    while ((p = strstr(p, "data: {"))) {
+        const char *end = strstr(p, "\n\n");
+        char *one = strndup(p + 6, (size_t)(end - p - 6));
+        cJSON *o = cJSON_Parse(one);
+        ck_assert_msg(o && !cJSON_GetObjectItem(o, "error"), "%s", one);
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
+        if (ch)
+            strcat(out, cJSON_GetObjectItem(ch, "text")->valuestring);
+        cJSON_Delete(o);
+        free(one);
+        p = end;
+    }
+    return out;
+}
+
+START_TEST(test_stream_holdback_in_process)
+{
+    gt_model *m;
+    gt_backend *b;
+    gt_session *ses;
+    gt_err err = {{0}};
+    ck_assert_msg(gt_model_load(model_path, &m, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_backend_open("reference", NULL, &b, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_session_new(m, b, NULL, &ses, &err) == 0, "%s", err.msg);
+    gt_serve_ctx ctx = {.session = ses, .model = m, .model_id = "m"};
+    /* Stop strings that straddle tokens, match at once, or never. */
+    const char *stops[] = {"Lily", "ed to", "e", " a l", "zzz", "girl named"};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"prompt\": \"Once upon a time\", \"max_tokens\": 48, "
+                              "\"temperature\": 0, \"stop\": \"%s\"}", stops[i]);
+        gt_serve_req r;
+        gt_serve_error e;
+        ck_assert_int_eq(gt_serve_parse(b, strlen(b), 2048, &r, &e), 0);
+        int n;
+        int32_t *ids = gt_serve_tokenize(&ctx, &r, &n, &e);
+        ck_assert_ptr_nonnull(ids);
+        gt_serve_sink plain = {0};
+        char *resp = NULL;
+        ck_assert_msg(gt_serve_generate(&ctx, &r, ids, n, gt_now() + 60, &plain, &resp, &e) == 0,
+                      "%s", e.message);
+        cJSON *o = cJSON_Parse(resp);
+        const char *text = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0),
+                                               "text")->valuestring;
+        ck_assert_msg(!strstr(text, stops[i]), "stop '%s' still in '%s'", stops[i], text);
+        collect c = {0};
+        gt_serve_sink sink = {collect_write, NULL, &c};
+        r.stream = true;
+        ck_assert_int_eq(gt_serve_generate(&ctx, &r, ids, n, gt_now() + 60, &sink, NULL, &e), 0);
+        char *st = sse_text(c.buf);
+        ck_assert_str_eq(st, text);
+        ck_assert_msg(strstr(c.buf, "data: [DONE]\n\n") == c.buf + c.len - 14, "no [DONE] at the end");
+        free(st);
+        free(c.buf);
+        cJSON_Delete(o);
+        free(resp);
+        free(ids);
+        gt_serve_req_free(&r);
+    }
+    /* A deadline already past: 504, and the stream carries the error. */
+    const char *b2 = "{\"prompt\": \"Once\", \"max_tokens\": 5, \"stream\": true}";
+    gt_serve_req r;
+    gt_serve_error e;
+    ck_assert_int_eq(gt_serve_parse(b2, strlen(b2), 2048, &r, &e), 0);
+    int n;
+    int32_t *ids = gt_serve_tokenize(&ctx, &r, &n, &e);
+    collect c = {0};
+    gt_serve_sink sink = {collect_write, NULL, &c};
+    ck_assert_int_eq(gt_serve_generate(&ctx, &r, ids, n, gt_now() - 1, &sink, NULL, &e), -1);
+    ck_assert_int_eq(e.status, 504);
+    ck_assert_msg(strstr(c.buf, "\"timeout_error\"") && strstr(c.buf, "data: [DONE]"), "%s", c.buf);
+    free(c.buf);
+    free(ids);
+    gt_serve_req_free(&r);
+    gt_session_free(ses);
+    gt_backend_close(b);
+    gt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     model_path = gt_test_model("stories260K.gguf");
@@ -684,6 +846,12 @@ int main(void)
     tcase_add_test(life, test_disconnect_cancels);
     tcase_add_test(life, test_sigterm_finishes_in_flight);
     suite_add_tcase(s, life);
+    TCase *unit = tcase_create("in-process");
+    tcase_set_timeout(unit, 120);
+    tcase_add_test(unit, test_utf8_cleaning);
+    tcase_add_test(unit, test_parse_direct);
+    tcase_add_test(unit, test_stream_holdback_in_process);
+    suite_add_tcase(s, unit);
     int rc = gt_test_run(s);
     curl_global_cleanup();
     return rc;
