@@ -38,7 +38,8 @@ t "json" "$build/gauntlet" report --db "$db" --run 2 --json "$dir/r.json"
 t "all four, with baseline" "$build/gauntlet" report --db "$db" --run 2 --baseline 1 \
     --html "$dir/a.html" --junit "$dir/a.xml" --markdown "$dir/a.md" --json "$dir/a.json"
 for f in r.html rb.html r.xml r.md r.json; do
-    printf '%-34s %6.1f MiB\n' "size $f" "$(echo "$(wc -c <"$dir/$f") / 1048576" | bc -l)"
+    b=$(wc -c <"$dir/$f")
+    printf '%-34s %6.2f MiB (%d bytes)\n' "size $f" "$(echo "$b / 1048576" | bc -l)" "$b"
 done
 if command -v xmllint >/dev/null 2>&1; then
     t "xmllint --noout html" xmllint --noout "$dir/rb.html"
