@@ -151,8 +151,8 @@ static void write_matrix(void)
              " \"defaults\": {\"timeout_s\": 120, \"threads\": 1},\n"
              " \"tolerances\": {\"default\": {\n"
              "   \"functional.prefill_max_abs_diff\": {\"max\": 1},\n"
-             "   \"accuracy.drift_kld_mean\": {\"max\": 1e-4},\n"
-             "   \"accuracy.drift_top1\": {\"min\": 0.99}}},\n"
+             "   \"accuracy.drift_kld_mean\": {\"max\": 2e-3},\n"
+             "   \"accuracy.drift_top1\": {\"min\": 0.93}}},\n"
              " \"tiers\": {\n"
              "  \"all\": {\"suites\": [\"smoke\", \"functional\", \"accuracy\", \"performance\", "
              "\"soak\"],\n"
@@ -263,7 +263,7 @@ START_TEST(test_clean_run_passes)
     char cmp[8], verdict[8];
     ck_assert(metric_row(h, CPU_CELL, "accuracy", "drift_kld_mean", &v, &tol, cmp, verdict));
     ck_assert_str_eq(verdict, "pass");
-    ck_assert(v >= 0 && v <= 1e-4 && tol == 1e-4);
+    ck_assert(v >= 0 && v <= 2e-3 && tol == 2e-3);
     ck_assert(metric_row(h, CPU_CELL, "accuracy", "loss_kld_mean", &v, &tol, cmp, verdict));
     ck_assert(v > 0 && v < 0.05); /* q8_0 costs something, not much */
     ck_assert(metric_row(h, "stories260k/q8_0/reference/default", "accuracy", "drift_kld_mean",
