@@ -33,6 +33,20 @@ static void bind_jnum(sqlite3_stmt *st, int i, const cJSON *o, const char *k)
         sqlite3_bind_null(st, i);
 }
 
+/* A worker's word is data: a value outside what the schema allows is
+ * stored as the fallback rather than failing the cell's transaction (and
+ * with it the run). */
+static const char *const CHECK_STATUSES[] = {"pass", "fail", "skip", "error", NULL};
+static const char *const VERDICTS[] = {"pass", "fail", "info", NULL};
+
+static const char *one_of(const char *v, const char *const *allowed, const char *fallback)
+{
+    for (int i = 0; v && allowed[i]; i++)
+        if (!strcmp(v, allowed[i]))
+            return v;
+    return fallback;
+}
+
 static int step_done(gt_db *db, sqlite3_stmt *st, gt_err *err, const char *what)
 {
     int rc = sqlite3_step(st);
@@ -202,7 +216,7 @@ static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_er
         sqlite3_bind_int(st, 2, seq++);
         gt_dbi_bind_text(st, 3, jstr(r, "suite") ? jstr(r, "suite") : "");
         gt_dbi_bind_text(st, 4, jstr(r, "check") ? jstr(r, "check") : "");
-        gt_dbi_bind_text(st, 5, jstr(r, "status") ? jstr(r, "status") : "error");
+        gt_dbi_bind_text(st, 5, one_of(jstr(r, "status"), CHECK_STATUSES, "error"));
         gt_dbi_bind_text(st, 6, jstr(r, "message"));
         if (step_done(db, st, err, "recording results") != 0) {
             sqlite3_finalize(st);
@@ -230,7 +244,7 @@ static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_er
         gt_dbi_bind_text(st, 6, jstr(r, "unit"));
         bind_jnum(st, 7, r, "tolerance");
         gt_dbi_bind_text(st, 8, cmp && cmp[0] ? cmp : NULL);
-        gt_dbi_bind_text(st, 9, jstr(r, "verdict") ? jstr(r, "verdict") : "info");
+        gt_dbi_bind_text(st, 9, one_of(jstr(r, "verdict"), VERDICTS, "info"));
         sqlite3_bind_int(st, 10, cJSON_IsNumber(better) ? better->valueint : 0);
         sqlite3_bind_int(st, 11, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "regress")));
         if (step_done(db, st, err, "recording metrics") != 0) {
