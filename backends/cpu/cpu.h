@@ -118,7 +118,12 @@ typedef struct gt_cpu_ctx {
     size_t tscratch_floats;
     atomic_int *counters; /* (n_nodes) work-stealing counters, zeroed per graph */
     int n_counters;
+    uint8_t *plan;       /* (n_nodes) GT_CPU_PLAN_* flags, computed per graph */
 } gt_cpu_ctx;
+
+/* Per-node plan flags (cpu_backend.c): wait for all threads before the node;
+ * reuse the activations the previous MUL_MAT quantized (same input). */
+enum { GT_CPU_PLAN_BARRIER = 1, GT_CPU_PLAN_REUSE_ACT = 2 };
 
 typedef struct gt_cpu_job {
     gt_cpu_ctx *ctx;
@@ -131,7 +136,10 @@ void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act
                             size_t *thread_floats);
 void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *thread_floats);
 
-void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);
+/* True when the node takes the quantized-activation dot path (uses c->act). */
+bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t);
+void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
+                    int nth);
 void gt_cpu_attention(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);
 void gt_cpu_get_rows(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_rms_norm(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);

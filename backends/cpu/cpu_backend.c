@@ -5,7 +5,8 @@
  * token ids) and sizes the scratch, so that once the threads start nothing
  * can fail: the node kernels have no error paths. Then the whole graph runs
  * in one pool job: every thread walks the node list, does its share of each
- * node and meets the others at a barrier before the next one.
+ * node and meets the others at a barrier before a node that depends on what
+ * the ones before it wrote (plan_graph).
  *
  * ISA choice: the best of avx512 (F/BW/VL/DQ/VNNI) > avx2 (+FMA, F16C) >
  * scalar that __builtin_cpu_supports reports, unless GT_CPU_ISA names one
@@ -350,15 +351,104 @@ static int ensure_scratch(gt_cpu_ctx *c, size_t act_bytes, size_t thread_floats,
     }
     if (n_nodes > c->n_counters) {
         atomic_int *p = malloc(sizeof *p * (size_t)n_nodes);
-        if (!p)
+        uint8_t *plan = malloc((size_t)n_nodes);
+        if (!p || !plan) {
+            free(p);
+            free(plan);
             return gt_err_set(err, "out of memory for %d node counters", n_nodes);
+        }
         free(c->counters);
+        free(c->plan);
         c->counters = p;
+        c->plan = plan;
         c->n_counters = n_nodes;
     }
     for (int i = 0; i < n_nodes; i++)
         atomic_init(&c->counters[i], 0);
     return 0;
+}
+
+/* ---- plan: which nodes must wait for the others ---------------------------
+ *
+ * A barrier is needed before a node only when it reads memory that a node
+ * since the last barrier wrote, or writes memory such a node read or wrote
+ * (byte ranges of the host tensors; a KV_STORE writes just its cache rows),
+ * or when it would re-quantize activations into the shared buffer that a
+ * node since the barrier still reads. So q, k and v (and gate and up), which
+ * read one input and write three outputs, run back to back, and the second
+ * and third reuse the first one's quantized input. About a third of a
+ * decode step's barriers go, which matters most when a thread is descheduled
+ * by a neighbour process and every barrier costs a context switch. */
+
+typedef struct span {
+    const char *p, *e;
+} span;
+
+static span span_of(const gt_tensor *t)
+{
+    const char *p = gt_tensor_host(t);
+    return (span){p, p + gt_tensor_bytes(t)};
+}
+
+static bool meets(span a, span b) { return a.p < b.e && b.p < a.e; }
+
+static bool same_input(const gt_tensor *a, const gt_tensor *b)
+{
+    return a && b && gt_tensor_host(a) == gt_tensor_host(b) && a->type == b->type &&
+           a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1];
+}
+
+#define PLAN_SPANS 48
+
+static void plan_graph(gt_cpu_ctx *c, const gt_graph *g)
+{
+    span rd[PLAN_SPANS], wr[PLAN_SPANS];
+    int nr = 0, nw = 0;
+    const gt_tensor *act_src = NULL; /* what c->act holds, quantized */
+    bool act_read = false;           /* c->act read since the last barrier */
+    bool first = true;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const gt_tensor *t = g->nodes[n];
+        c->plan[n] = 0;
+        if (t->op == GT_OP_NONE)
+            continue;
+        const int n_src = t->op == GT_OP_ATTENTION ? 3
+                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE ? 1 : 2;
+        span w = span_of(t);
+        if (t->op == GT_OP_KV_STORE) {
+            const size_t row = gt_tensor_row_bytes(t->src[1]);
+            w.p = (const char *)gt_tensor_host(t->src[1]) + (size_t)t->iparams[0] * row;
+            w.e = w.p + (size_t)t->src[0]->ne[1] * row;
+        }
+        const bool quant = t->op == GT_OP_MUL_MAT && gt_cpu_mul_mat_quantizes(c, t);
+        const bool reuse = quant && same_input(act_src, t->src[1]);
+        bool need = (quant && !reuse && act_read) || nr + n_src > PLAN_SPANS || nw + 1 > PLAN_SPANS;
+        for (int i = 0; i < n_src && !need; i++)
+            for (int j = 0; j < nw && !need; j++)
+                need = meets(span_of(t->src[i]), wr[j]);
+        for (int j = 0; j < nw && !need; j++)
+            need = meets(w, wr[j]);
+        for (int j = 0; j < nr && !need; j++)
+            need = meets(w, rd[j]);
+        if (need && !first) {
+            c->plan[n] |= GT_CPU_PLAN_BARRIER;
+            nr = nw = 0;
+            act_read = false;
+        }
+        first = false;
+        for (int i = 0; i < n_src; i++)
+            rd[nr++] = span_of(t->src[i]);
+        wr[nw++] = w;
+        if (quant) {
+            if (reuse)
+                c->plan[n] |= GT_CPU_PLAN_REUSE_ACT;
+            else
+                act_src = t->src[1];
+            act_read = true;
+        }
+        if (act_src && meets(w, span_of(act_src)))
+            act_src = NULL; /* its input changed: the quantized copy is stale */
+    }
 }
 
 /* ---- compute ------------------------------------------------------------ */
@@ -375,17 +465,18 @@ static void run_graph(void *arg, int ith, int nth)
     gt_cpu_ctx *c = job->c;
     if (job->blas && c->blas.set_num_threads)
         c->blas.set_num_threads(1); /* per thread: OpenMP builds keep it per thread */
-    int last = job->g->n_nodes - 1;
-    while (last >= 0 && job->g->nodes[last]->op == GT_OP_NONE)
-        last--;
-    for (int n = 0; n <= last; n++) {
+    for (int n = 0; n < job->g->n_nodes; n++) {
         const gt_tensor *t = job->g->nodes[n];
         atomic_int *ctr = &c->counters[n];
+        if (c->plan[n] & GT_CPU_PLAN_BARRIER)
+            gt_cpu_barrier(c->pool);
         switch (t->op) {
         case GT_OP_NONE: continue;
         case GT_OP_GET_ROWS: gt_cpu_get_rows(c, t, ith, nth); break;
         case GT_OP_RMS_NORM: gt_cpu_rms_norm(c, t, ith, nth); break;
-        case GT_OP_MUL_MAT: gt_cpu_mul_mat(c, t, ctr, ith, nth); break;
+        case GT_OP_MUL_MAT:
+            gt_cpu_mul_mat(c, t, ctr, (c->plan[n] & GT_CPU_PLAN_REUSE_ACT) != 0, ith, nth);
+            break;
         case GT_OP_ADD: gt_cpu_add(c, t, ith, nth); break;
         case GT_OP_MUL: gt_cpu_mul(c, t, ith, nth); break;
         case GT_OP_ROPE: gt_cpu_rope(c, t, ith, nth); break;
@@ -394,8 +485,6 @@ static void run_graph(void *arg, int ith, int nth)
         case GT_OP_SILU_MUL: gt_cpu_silu_mul(c, t, ith, nth); break;
         default: break; /* rejected by validation */
         }
-        if (n < last)
-            gt_cpu_barrier(c->pool);
     }
 }
 
@@ -425,6 +514,7 @@ static int cpu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     }
     if (ensure_scratch(c, act, tf, g->n_nodes, err) != 0)
         return gt_err_wrap(err, "cpu");
+    plan_graph(c, g);
     graph_job job = {c, g, blas};
     gt_cpu_pool_run(c->pool, run_graph, &job);
     return 0;
@@ -442,6 +532,7 @@ static void cpu_free(gt_backend *b)
         free_scratch(c);
         free(c->tscratch);
         free(c->counters);
+        free(c->plan);
         free(c);
     }
     free(b);

@@ -7,7 +7,8 @@
  * each weight row is read once per node and dotted with every activation
  * row while it sits in L1. For Q8_0/Q4_0/Q4_1 weights the activations are
  * first quantized to 8-bit blocks (all threads share one copy, split by
- * rows, then a barrier) and the dot products are integer (cpu_kernels_*.c);
+ * rows, then a barrier; consecutive products of the same input, q/k/v and
+ * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h);
  * F32/F16/BF16 weights use float dots against the F32 activations. Weight
  * rows are handed out in chunks, each thread starting at its own chunk and
  * then stealing with one atomic add per chunk: about four chunks per thread
@@ -119,7 +120,8 @@ static void mul_mat_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter,
     }
 }
 
-static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act,
+                        int ith, int nth)
 {
     const gt_tensor *w = t->src[0], *x = t->src[1];
     const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
@@ -135,7 +137,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     int8_t *aq = c->act;
     float *ad = (float *)(aq + (size_t)n_tok * (size_t)k);
     float *as = ad + n_tok * nb;
-    if (qdot) {
+    if (qdot && !reuse_act) {
         int64_t i0, i1;
         gt_cpu_split(n_tok, ith, nth, &i0, &i1);
         for (int64_t i = i0; i < i1; i++)
@@ -175,10 +177,16 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     }
 }
 
-void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth)
+bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t)
+{
+    return !use_blas(c, t) && c->k.qdot[t->src[0]->type] != NULL;
+}
+
+void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
+                    int nth)
 {
     if (use_blas(c, t))
         mul_mat_blas(c, t, counter, ith, nth);
     else
-        mul_mat_dot(c, t, counter, ith, nth);
+        mul_mat_dot(c, t, counter, reuse_act, ith, nth);
 }
