@@ -188,7 +188,7 @@ static const int BATCHES[] = {1, 2, 7, 64, 512};
 
 /* --- op tests ------------------------------------------------------------------- */
 
-START_TEST(op_mul_mat)
+static void op_mul_mat_body(void)
 {
     const gt_type types[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
                              GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
@@ -206,8 +206,8 @@ START_TEST(op_mul_mat)
             char *wq = malloc(gt_row_size(ty, K) * (size_t)n_out);
             for (int r = 0; r < n_out; r++)
                 gt_quantize_row(ty, wf + (size_t)r * K, wq + gt_row_size(ty, K) * r, K);
-            /* an odd weight offset for bytewise-read blocks */
-            const size_t wpad = ty == GT_TYPE_F32 ? 36 : ty == GT_TYPE_F16 || ty == GT_TYPE_BF16 ? 6 : 3;
+            /* weights at offsets aligned only to their element (or scale) size */
+            const size_t wpad = ty == GT_TYPE_F32 ? 36 : 6;
             gt_tensor W[2];
             leaf(&w, W, "w", ty, K, n_out, wq, wpad, true);
             for (int bi = 0; bi < N_BATCHES; bi++) {
@@ -239,9 +239,14 @@ START_TEST(op_mul_mat)
     printf("MUL_MAT: worst NMSE vs reference %.3g (bound 1e-8)\n", worst);
     twin_close(&w);
 }
+START_TEST(op_mul_mat)
+{
+    op_mul_mat_body();
+}
 END_TEST
 
-START_TEST(op_get_rows)
+
+static void op_get_rows_body(void)
 {
     const gt_type types[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
                              GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
@@ -286,9 +291,14 @@ START_TEST(op_get_rows)
     free(wf);
     twin_close(&w);
 }
+START_TEST(op_get_rows)
+{
+    op_get_rows_body();
+}
 END_TEST
 
-START_TEST(op_elementwise)
+
+static void op_elementwise_body(void)
 {
     twin w;
     twin_open(&w);
@@ -346,9 +356,14 @@ START_TEST(op_elementwise)
     }
     twin_close(&w);
 }
+START_TEST(op_elementwise)
+{
+    op_elementwise_body();
+}
 END_TEST
 
-START_TEST(op_rope)
+
+static void op_rope_body(void)
 {
     /* heads, head_dim, rope_dim, mode, extra columns, pos0 */
     const int cases[][6] = {{8, 8, 8, 0, 0, 0},    {9, 64, 64, 0, 0, 3},  {4, 64, 32, 1, 0, 100},
@@ -387,9 +402,14 @@ START_TEST(op_rope)
     }
     twin_close(&w);
 }
+START_TEST(op_rope)
+{
+    op_rope_body();
+}
 END_TEST
 
-START_TEST(op_attention)
+
+static void op_attention_body(void)
 {
     /* n_head, n_kv, head_dim, pos0 */
     const int cases[][4] = {{8, 4, 8, 0}, {9, 3, 64, 5}, {4, 4, 6, 30}, {2, 1, 128, 1500},
@@ -446,6 +466,26 @@ START_TEST(op_attention)
     }
     printf("ATTENTION: worst NMSE vs reference %.3g (bound 1e-8)\n", worst);
     twin_close(&w);
+}
+START_TEST(op_attention)
+{
+    op_attention_body();
+}
+END_TEST
+
+
+/* The same ops with the work sizes a GPU gets (wide groups, local-memory
+ * reductions, short attention chunks), so PoCL runs those code paths too. */
+START_TEST(op_gpu_work_sizes)
+{
+    setenv("GT_OPENCL_TUNE", "ew_width=4,ew_lws=64,norm_lws=128,mv_lws=64,mv_rows=2,"
+           "mv_max_tok=4,mm_rn=2,mm_rm=4,mm_lx=16,mm_ly=8,att_lws=64,att_chunk=256", 1);
+    op_mul_mat_body();
+    op_get_rows_body();
+    op_elementwise_body();
+    op_rope_body();
+    op_attention_body();
+    unsetenv("GT_OPENCL_TUNE");
 }
 END_TEST
 
@@ -921,6 +961,7 @@ int main(void)
     tcase_add_test(ops, op_elementwise);
     tcase_add_test(ops, op_rope);
     tcase_add_test(ops, op_attention);
+    tcase_add_test(ops, op_gpu_work_sizes);
     suite_add_tcase(s, ops);
     TCase *plumbing = tcase_create("plumbing");
     tcase_set_timeout(plumbing, 300);

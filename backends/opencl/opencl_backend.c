@@ -432,6 +432,9 @@ static int query_device(ocl_ctx *c, gt_err *err)
     char ext[4096];
     gt_ocl_device_str(c->device, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
     c->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS)
+        c->has_fma = (fp & CL_FP_FMA) != 0;
     c->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     /* For tests of the split path: pretend allocations are smaller. */
     const char *env = getenv("GT_OPENCL_MAX_ALLOC");

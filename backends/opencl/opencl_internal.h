@@ -75,7 +75,7 @@ typedef struct ocl_ctx {
     cl_ulong local_mem;   /* CL_DEVICE_LOCAL_MEM_SIZE */
     cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE (or GT_OPENCL_MAX_ALLOC) */
     cl_ulong global_mem;
-    bool is_cpu, has_fp64;
+    bool is_cpu, has_fp64, has_fma;
     ocl_tuning tune;
     char cache_status[64]; /* "hit", "miss (stored)", "off", ... */
 

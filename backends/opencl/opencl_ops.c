@@ -111,16 +111,16 @@ static int want_shape(const gt_tensor *t, int64_t ne0, int64_t ne1, const char *
     return 0;
 }
 
-/* A weight matrix's type and alignment: f32 rows are read as floats, f16
- * and bf16 as ushorts; quantized blocks are read bytewise. */
+/* A weight matrix's type and alignment: f32 rows are read as floats, the
+ * others as ushorts (values, or the scales of quantized blocks). GGUF
+ * aligns tensors to 32 bytes, so only a hand-made view can fail this. */
 static int want_weight(const gt_tensor *w, int *ot, gt_err *err)
 {
     *ot = gt_ocl_type_index(w->type);
     if (*ot < 0)
         return gt_err_set(err, "weight '%s' has type %s, which has no OpenCL kernel", w->name,
                           gt_type_name(w->type));
-    const size_t align = w->type == GT_TYPE_F32 ? 4 : w->type == GT_TYPE_F16 ||
-                         w->type == GT_TYPE_BF16 ? 2 : 1;
+    const size_t align = w->type == GT_TYPE_F32 ? 4 : 2;
     if (w->offset % align != 0)
         return gt_err_set(err, "weight '%s' (%s) at offset %zu is not %zu-byte aligned", w->name,
                           gt_type_name(w->type), w->offset, align);

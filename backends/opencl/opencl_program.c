@@ -91,7 +91,7 @@ void gt_ocl_choose_tuning(ocl_ctx *c)
         /* PoCL-style CPU devices: a work-group is a loop on one thread and
          * float16 is a SIMD register, so: few items, wide vectors, more
          * rows per item to reuse each loaded activation block. */
-        *t = (ocl_tuning){.ew_width = 16, .ew_lws = 8, .norm_lws = 4, .mv_lws = 2, .mv_rows = 4,
+        *t = (ocl_tuning){.ew_width = 16, .ew_lws = 8, .norm_lws = 4, .mv_lws = 1, .mv_rows = 16,
                           .mv_max_tok = 2, .mm_rn = 4, .mm_rm = 4, .mm_lx = 4, .mm_ly = 4,
                           .att_lws = 4, .att_chunk = 1024, .att_hd_max = 256};
     } else {
@@ -106,8 +106,9 @@ void gt_ocl_choose_tuning(ocl_ctx *c)
     t->norm_lws = clamp_pow2(t->norm_lws, wg);
     t->mv_lws = clamp_pow2(t->mv_lws, wg);
     t->att_lws = clamp_pow2(t->att_lws, wg);
-    t->mv_rows = t->mv_rows > 16 ? 16 : t->mv_rows;
-    t->mm_rn = t->mm_rn > 8 ? 8 : t->mm_rn;
+    /* rows per item: 1, 2, 4, 8 or 16 (their scales convert as one vector) */
+    t->mv_rows = clamp_pow2(t->mv_rows, 16);
+    t->mm_rn = clamp_pow2(t->mm_rn, 8);
     t->mm_rm = t->mm_rm > 8 ? 8 : t->mm_rm;
     t->mm_lx = clamp_pow2(t->mm_lx, wg);
     t->mm_ly = clamp_pow2(t->mm_ly, wg / (size_t)t->mm_lx);
@@ -123,9 +124,9 @@ static void build_options(const ocl_ctx *c, char *out, size_t cap)
 {
     const ocl_tuning *t = &c->tune;
     snprintf(out, cap,
-             "-cl-std=CL1.2 -DEW_W=%d -DNORM_LWS=%d -DMV_LWS=%d -DMV_ROWS=%d -DMM_RN=%d "
-             "-DMM_RM=%d -DATT_LWS=%d -DATT_CHUNK=%d -DATT_HD_MAX=%d",
-             t->ew_width, t->norm_lws, t->mv_lws, t->mv_rows, t->mm_rn, t->mm_rm, t->att_lws,
+             "-cl-std=CL1.2 -DGT_FMA=%d -DEW_W=%d -DNORM_LWS=%d -DMV_LWS=%d -DMV_ROWS=%d "
+             "-DMM_RN=%d -DMM_RM=%d -DATT_LWS=%d -DATT_CHUNK=%d -DATT_HD_MAX=%d",
+             c->has_fma ? 1 : 0, t->ew_width, t->norm_lws, t->mv_lws, t->mv_rows, t->mm_rn, t->mm_rm, t->att_lws,
              t->att_chunk, t->att_hd_max);
 }
 

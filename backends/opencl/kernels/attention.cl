@@ -65,10 +65,10 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
             global const float *kp = K + (size_t)(c0 + p) * kv_dim;
             float4 s4 = 0.0f;
             for (int d = 0; d < hd4; d++)
-                s4 = mad(vload4(d, kp), vload4(d, lq), s4);
+                s4 = MAD(vload4(d, kp), vload4(d, lq), s4);
             float s = s4.x + s4.y + s4.z + s4.w;
             for (int d = 4 * hd4; d < hd; d++)
-                s = mad(kp[d], lq[d], s);
+                s = MAD(kp[d], lq[d], s);
             s *= scale;
             ls[p] = s;
             cmax = fmax(cmax, s);
@@ -109,7 +109,7 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
             float4 a = acc[k] * corr;
             global const float *vp = V + (size_t)c0 * kv_dim + 4 * g;
             for (int p = 0; p < cn; p++, vp += kv_dim)
-                a = mad((float4)ls[p], load4_upto(vp, nd), a);
+                a = MAD((float4)ls[p], load4_upto(vp, nd), a);
             acc[k] = a;
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* ls and red are reused by the next chunk */

@@ -7,8 +7,6 @@
  * vectors coalesce). Every kernel reads an element before writing the same
  * element, so in-place nodes (y is x) are safe. */
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
 #define floatW CAT(float, EW_W)
 #define VLOADW CAT(vload, EW_W)
 #define VSTOREW CAT(vstore, EW_W)
@@ -38,7 +36,7 @@
         global const uchar *row = w + w_off + (size_t)id * row_bytes;                        \
         if (n == 32) {                                                                       \
             float16 lo, hi;                                                                  \
-            blk_##T(row, b, &lo, &hi);                                                       \
+            BLOCK_VALUES(T, row, b, lo, hi)                                                  \
             vstore16(lo, 0, out);                                                            \
             vstore16(hi, 1, out);                                                            \
         } else {                                                                             \
@@ -65,7 +63,7 @@ kernel void rms_norm(global const uchar *xb, ulong x_off, global uchar *yb, ulon
         ss += dot(v, v);
     }
     for (int j = 4 * n4 + lid; j < n; j += NORM_LWS)
-        ss = mad(x[j], x[j], ss);
+        ss = MAD(x[j], x[j], ss);
     red[lid] = ss;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = NORM_LWS / 2; s > 0; s >>= 1) {

@@ -33,15 +33,24 @@
         const int nb = K / 32;                                                               \
         for (int b = 0; b < nb; b++) {                                                       \
             float16 wl[MM_RN], wh[MM_RN];                                                    \
+            float d[MM_RN], m[MM_RN];                                                        \
+            ROW_SCALES(T, MM_RN, row, b, d, m)                                               \
             _Pragma("unroll") for (int r = 0; r < MM_RN; r++)                                \
-                blk_##T(row[r], b, &wl[r], &wh[r]);                                          \
+            {                                                                                \
+                raw_##T(row[r], b, &wl[r], &wh[r]);                                          \
+                if (SCALED_##T) {                                                            \
+                    const float16 dv = d[r], mv = HAS_MIN_##T ? m[r] : 0.0f;                 \
+                    wl[r] = MAD(wl[r], dv, mv);                                              \
+                    wh[r] = MAD(wh[r], dv, mv);                                              \
+                }                                                                            \
+            }                                                                                \
             _Pragma("unroll") for (int t = 0; t < MM_RM; t++)                                \
             {                                                                                \
                 const float16 xl = vload16(2 * b, x[t]), xh = vload16(2 * b + 1, x[t]);      \
                 _Pragma("unroll") for (int r = 0; r < MM_RN; r++)                            \
                 {                                                                            \
-                    acc[r][t] = mad(wl[r], xl, acc[r][t]);                                   \
-                    acc[r][t] = mad(wh[r], xh, acc[r][t]);                                   \
+                    acc[r][t] = MAD(wl[r], xl, acc[r][t]);                                   \
+                    acc[r][t] = MAD(wh[r], xh, acc[r][t]);                                   \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
@@ -52,7 +61,7 @@
             {                                                                                \
                 float s = hsum16(acc[r][t]);                                                 \
                 for (int k = 32 * nb; k < K; k++)                                            \
-                    s = mad(elem_##T(row[r], k), x[t][k], s);                                \
+                    s = MAD(elem_##T(row[r], k), x[t][k], s);                                \
                 if (r0 + r < n_out && t0 + t < n_tok)                                        \
                     y[(size_t)(t0 + t) * n_out + r0 + r] = s;                                \
             }                                                                                \

@@ -6,7 +6,7 @@
  * between them (item i takes blocks i, i + MV_LWS, ...), dequantize them in
  * registers, accumulate in float16 vectors, and reduce across the group in
  * local memory at the end. The x block is loaded once and used for all
- * MV_ROWS rows. On a GPU MV_LWS is large and MV_ROWS small; on a CPU
+ * MV_ROWS rows, and so is the conversion of their scales (one vector op). On a GPU MV_LWS is large and MV_ROWS small; on a CPU
  * (PoCL runs a work-group's items as a loop on one thread) MV_LWS is small,
  * so the reduction is short, and MV_ROWS larger, so x is reused.
  *
@@ -32,12 +32,23 @@
         const int nb = K / 32;                                                               \
         for (int b = lid; b < nb; b += MV_LWS) {                                             \
             const float16 xl = vload16(2 * b, x), xh = vload16(2 * b + 1, x);                \
+            const float16 xs = xl + xh;                                                      \
+            float d[MV_ROWS], m[MV_ROWS];                                                    \
+            ROW_SCALES(T, MV_ROWS, row, b, d, m)                                             \
             _Pragma("unroll") for (int r = 0; r < MV_ROWS; r++)                              \
             {                                                                                \
                 float16 lo, hi;                                                              \
-                blk_##T(row[r], b, &lo, &hi);                                                \
-                acc[r] = mad(lo, xl, acc[r]);                                                \
-                acc[r] = mad(hi, xh, acc[r]);                                                \
+                raw_##T(row[r], b, &lo, &hi);                                                \
+                if (SCALED_##T) {                                                            \
+                    /* the scale once per block: d * (q . x) (+ m * sum x) */                \
+                    const float16 qx = MAD(hi, xh, lo * xl);                                 \
+                    acc[r] = MAD(qx, (float16)d[r], acc[r]);                                 \
+                    if (HAS_MIN_##T)                                                         \
+                        acc[r] = MAD(xs, (float16)m[r], acc[r]);                             \
+                } else {                                                                     \
+                    acc[r] = MAD(lo, xl, acc[r]);                                            \
+                    acc[r] = MAD(hi, xh, acc[r]);                                            \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
         float sum[MV_ROWS];                                                                  \
@@ -45,7 +56,7 @@
         {                                                                                    \
             sum[r] = hsum16(acc[r]);                                                         \
             for (int k = 32 * nb + lid; k < K; k += MV_LWS)                                  \
-                sum[r] = mad(elem_##T(row[r], k), x[k], sum[r]);                             \
+                sum[r] = MAD(elem_##T(row[r], k), x[k], sum[r]);                             \
         }                                                                                    \
         MV_REDUCE_AND_STORE                                                                  \
     }
