@@ -136,7 +136,7 @@ static int user_version(gt_db *db, int *v, gt_err *err)
 
 static int migrate(gt_db *db, gt_err *err)
 {
-    int v;
+    int v = 0;
     if (user_version(db, &v, err) != 0)
         return -1;
     if (v > GT_DB_SCHEMA_VERSION)
@@ -155,7 +155,7 @@ static int migrate(gt_db *db, gt_err *err)
         if (gt_db_begin(db, err) != 0)
             return -1;
         /* Another process may have migrated while we waited for the lock. */
-        int now;
+        int now = 0;
         if (user_version(db, &now, err) != 0 || now > v) {
             gt_db_rollback(db);
             if (now > v) {

@@ -156,7 +156,7 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
     }
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(node, "quants");
     if (q) {
-        const char **list;
+        const char **list = NULL;
         int n;
         if (strings(v, q, gt_jv_key(p, path, "quants"), true, quant_name_ok,
                     "a quant type (f32, f16, bf16, q8_0, q4_0, q4_1)", &list, &n) != 0)
