@@ -17,18 +17,16 @@
  * reported. --compare B2 benches a second backend in the same run and
  * prints the speed ratios. */
 #include <cjson/cJSON.h>
-#include <dlfcn.h>
 #include <getopt.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "cli.h"
 #include "commands.h"
 #include "gt/sampler.h"
@@ -125,198 +123,7 @@ static double stddev(const double *v, int n)
 
 /* ---- child processes ---------------------------------------------------------- */
 
-/* Runs fn(arg, out) in a child and copies *out back (size bytes). */
-static int in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
-                    char *why, size_t why_len)
-{
-    int fd[2];
-    if (pipe(fd) != 0) {
-        snprintf(why, why_len, "pipe failed");
-        return -1;
-    }
-    fflush(NULL);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        snprintf(why, why_len, "fork failed");
-        return -1;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        fn(arg, out);
-        const char *p = out;
-        size_t left = size;
-        while (left) {
-            const ssize_t w = write(fd[1], p, left);
-            if (w <= 0)
-                break;
-            p += w, left -= (size_t)w;
-        }
-        close(fd[1]);
-        _exit(0);
-    }
-    close(fd[1]);
-    char *p = out;
-    size_t got = 0;
-    while (got < size) {
-        const ssize_t r = read(fd[0], p + got, size - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (got != size) {
-        if (WIFSIGNALED(status))
-            snprintf(why, why_len, "child died with signal %d", WTERMSIG(status));
-        else
-            snprintf(why, why_len, "child exited (status %d) without a result", WEXITSTATUS(status));
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- the machine ------------------------------------------------------------- */
-
-typedef struct bw_arg {
-    const uint64_t *p;
-    size_t n;
-    uint64_t sum;
-} bw_arg;
-
-static void *bw_thread(void *v)
-{
-    bw_arg *a = v;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= a->n; i += 4) {
-        s0 += a->p[i];
-        s1 += a->p[i + 1];
-        s2 += a->p[i + 2];
-        s3 += a->p[i + 3];
-    }
-    for (; i < a->n; i++)
-        s0 += a->p[i];
-    a->sum = s0 + s1 + s2 + s3;
-    return NULL;
-}
-
-static double read_bandwidth(size_t bytes, int nt, char *why, size_t why_len)
-{
-    uint64_t *buf = malloc(bytes);
-    if (!buf) {
-        snprintf(why, why_len, "cannot allocate %zu bytes for the bandwidth test", bytes);
-        return 0.0;
-    }
-    const size_t n = bytes / sizeof(uint64_t);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = i;
-    pthread_t th[256];
-    bw_arg args[256];
-    double best = 0.0;
-    for (int rep = 0; rep < 4; rep++) { /* the first pass also warms the TLB */
-        const double t0 = gt_now();
-        int started = 0;
-        for (int t = 0; t < nt; t++) {
-            args[t] = (bw_arg){buf + n / nt * t, t == nt - 1 ? n - n / nt * t : n / nt, 0};
-            if (pthread_create(&th[t], NULL, bw_thread, &args[t]) != 0)
-                break;
-            started++;
-        }
-        for (int t = 0; t < started; t++)
-            pthread_join(th[t], NULL);
-        const double dt = gt_now() - t0;
-        if (started == nt && rep > 0 && bytes / dt / 1e9 > best)
-            best = bytes / dt / 1e9;
-    }
-    free(buf);
-    return best;
-}
-
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
-                         int, float, float *, int);
-
-/* The driver profile's BLAS, found the way the cpu backend finds it,
- * including its OPENBLAS_CORETYPE rule (an OpenBLAS that does not know the
- * CPU model falls back to slow SSE3 kernels; the machine's sgemm rate must be
- * measured with the kernels the backend gets). */
-static void *open_blas(const char *driver, char *name, size_t name_len)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-            setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            setenv("OPENBLAS_CORETYPE", "Haswell", 0);
-    }
-#endif
-    char path[256] = "libopenblas.so.0";
-    const char *p = driver ? strstr(driver, "blas=") : NULL;
-    if (p) {
-        p += 5;
-        snprintf(path, sizeof path, "%.*s", (int)strcspn(p, ", "), p);
-    }
-    snprintf(name, name_len, "%s", path);
-    if (strcmp(path, "none") == 0)
-        return NULL;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-        typedef char *(*cfg_fn)(void);
-        cfg_fn cfg = (cfg_fn)dlsym(h, "openblas_get_config");
-        cfg_fn core = (cfg_fn)dlsym(h, "openblas_get_corename");
-        if (cfg && cfg())
-            snprintf(name, name_len, "%.100s, core %.40s", cfg(), core && core() ? core() : "?");
-    }
-    return h;
-}
-
-static double sgemm_rate(void *h, const model_facts *mf, int pp, int nt)
-{
-    sgemm_fn sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
-    void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
-    if (!sgemm)
-        return 0.0;
-    if (set_threads)
-        set_threads(nt);
-    const gt_hparams *hp = &mf->hp;
-    const int E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, Q = hp->n_head * hp->head_dim;
-    const int FF = hp->n_ff, M = pp > 0 ? pp : 512;
-    /* one layer: (N, K, count) */
-    const int shapes[][3] = {{Q, E, 1}, {KV, E, 2}, {E, Q, 1}, {FF, E, 2}, {E, FF, 1}};
-    int maxk = E > FF ? E : FF, maxn = E > FF ? E : FF;
-    maxk = maxk > Q ? maxk : Q, maxn = maxn > Q ? maxn : Q;
-    float *a = malloc(sizeof(float) * (size_t)M * maxk);
-    float *b = malloc(sizeof(float) * (size_t)maxn * maxk);
-    float *c = malloc(sizeof(float) * (size_t)M * maxn);
-    double best = 0.0;
-    if (a && b && c) {
-        for (size_t i = 0; i < (size_t)M * maxk; i++)
-            a[i] = (float)(i % 97) * 0.01f;
-        for (size_t i = 0; i < (size_t)maxn * maxk; i++)
-            b[i] = (float)(i % 89) * 0.01f;
-        for (int rep = 0; rep < 4; rep++) { /* the first is the warm-up */
-            double flops = 0.0;
-            const double t0 = gt_now();
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                for (int k = 0; k < shapes[s][2]; k++) {
-                    sgemm(101, 111, 112, M, shapes[s][0], shapes[s][1], 1.0f, a, shapes[s][1], b,
-                          shapes[s][1], 0.0f, c, shapes[s][0]);
-                    flops += 2.0 * M * shapes[s][0] * shapes[s][1];
-                }
-            const double dt = gt_now() - t0;
-            if (rep > 0 && flops / dt / 1e9 > best)
-                best = flops / dt / 1e9;
-        }
-    }
-    free(a);
-    free(b);
-    free(c);
-    return best;
-}
 
 typedef struct machine_arg {
     const bench_opts *o;
@@ -331,10 +138,9 @@ static void machine_child(const void *varg, void *vout)
     memset(r, 0, sizeof *r);
     r->bw_threads = ma->nt;
     r->bw_mib = (size_t)ma->o->bw_mib;
-    r->read_gbs = read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
-    void *h = open_blas(ma->o->driver, r->blas, sizeof r->blas);
-    if (h)
-        r->sgemm_gflops = sgemm_rate(h, ma->mf, (int)ma->o->pp, ma->nt);
+    r->read_gbs = bench_read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
+    r->sgemm_gflops = bench_sgemm_rate(ma->o->driver, &ma->mf->hp, (int)ma->o->pp, ma->nt, r->blas,
+                                       sizeof r->blas);
     r->ok = r->read_gbs > 0;
 }
 
@@ -763,7 +569,7 @@ int cmd_bench(int argc, char **argv)
     bool have_machine = false;
     if (o.machine) {
         const machine_arg ma = {&o, &mf, nt};
-        if (in_child(machine_child, &ma, &mach, sizeof mach, why, sizeof why) != 0 || !mach.ok)
+        if (bench_in_child(machine_child, &ma, &mach, sizeof mach, why, sizeof why) != 0 || !mach.ok)
             fprintf(stderr, "gauntlet bench: machine measurement failed: %s\n",
                     why[0] ? why : mach.why);
         else
@@ -785,7 +591,7 @@ int cmd_bench(int argc, char **argv)
         }
         const backend_arg ba = {names[i], i == 0 ? o.driver : NULL, o.model, pps[i], tgs[i],
                                 reps[i], nt};
-        if (in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) != 0) {
+        if (bench_in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) != 0) {
             snprintf(res[i]->backend, sizeof res[i]->backend, "%s", names[i]);
             snprintf(res[i]->err, sizeof res[i]->err, "%s", why);
             res[i]->ok = 0;
