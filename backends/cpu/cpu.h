@@ -21,6 +21,7 @@
 #ifndef GT_CPU_H
 #define GT_CPU_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -105,6 +106,8 @@ void gt_cpu_blas_load(const char *driver, gt_cpu_blas *blas);
 /* ---- backend context ----------------------------------------------------- */
 
 typedef struct gt_cpu_ctx {
+    pthread_mutex_t mu;  /* one graph at a time: scratch and pool are shared */
+    bool mu_ok;
     gt_cpu_kernels k;
     gt_cpu_blas blas;
     gt_cpu_pool *pool;

@@ -488,9 +488,20 @@ static void run_graph(void *arg, int ith, int nth)
     }
 }
 
+static int compute_locked(gt_cpu_ctx *c, const gt_graph *g, gt_err *err);
+
+/* Sessions on different threads may share one backend: graphs take turns. */
 static int cpu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
 {
     gt_cpu_ctx *c = b->ctx;
+    pthread_mutex_lock(&c->mu);
+    const int rc = compute_locked(c, g, err);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int compute_locked(gt_cpu_ctx *c, const gt_graph *g, gt_err *err)
+{
     size_t act = 0, tf = 0;
     bool blas = false;
     for (int n = 0; n < g->n_nodes; n++) {
@@ -533,6 +544,8 @@ static void cpu_free(gt_backend *b)
         free(c->tscratch);
         free(c->counters);
         free(c->plan);
+        if (c->mu_ok)
+            pthread_mutex_destroy(&c->mu);
         free(c);
     }
     free(b);
@@ -566,6 +579,11 @@ static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
     }
     b->iface = &CPU_IFACE;
     b->ctx = c;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        cpu_free(b);
+        return gt_err_set(err, "cannot create the backend's lock");
+    }
+    c->mu_ok = true;
     c->n_threads = cfg->n_threads > 0 ? cfg->n_threads : n_cores();
     c->blas_min_batch = DEFAULT_BLAS_MIN_BATCH;
     const char *mb = getenv("GT_CPU_BLAS_MIN_BATCH");
