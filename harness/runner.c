@@ -161,10 +161,16 @@ static void child(const char *self, int spec_r, int log_w, int res_w, int64_t me
         dup2(c, 3) < 0)
         _exit(125);
     closefrom(4);
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer maps terabytes of shadow memory: an address-space
+     * limit would stop every worker from starting. */
+    (void)memory_mb;
+#else
     if (memory_mb > 0) {
         struct rlimit rl = {(rlim_t)memory_mb << 20, (rlim_t)memory_mb << 20};
         setrlimit(RLIMIT_AS, &rl);
     }
+#endif
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

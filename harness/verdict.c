@@ -94,6 +94,13 @@ static gt_status from_lines(const gt_outcome *o, char *reason, size_t cap)
                  tail[0] ? "; last log: " : "", tail);
         return GT_ST_ERROR;
     }
+    if (o->code != 0) { /* finished, then failed on the way out (e.g. a leak checker) */
+        char tail[400];
+        gt_log_tail(o->log, 3, tail, sizeof tail);
+        snprintf(reason, cap, "worker exited with code %d after finishing%s%s", o->code,
+                 tail[0] ? "; last log: " : "", tail);
+        return GT_ST_ERROR;
+    }
     if (first_fail) {
         if (!strcmp(sget(first_fail, "t"), "metric"))
             snprintf(reason, cap, "%s.%s = %.6g %s (tolerance %s %.6g)", sget(first_fail, "suite"),

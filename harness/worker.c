@@ -283,6 +283,7 @@ static void inject(const char *faults)
         fprintf(stderr, "worker: injecting fault '%s' (GT_FAULT)\n", f);
         fflush(stderr);
         if (strcmp(f, "segv") == 0) {
+            signal(SIGSEGV, SIG_DFL); /* a sanitizer's handler would turn it into exit(1) */
             raise(SIGSEGV);
         } else if (strcmp(f, "abort") == 0) {
             abort();
