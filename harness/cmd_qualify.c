@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "db.h"
 #include "gate.h"
+#include "report.h"
 #include "matrix.h"
 #include "runner.h"
 #include "suite.h"
@@ -67,6 +68,9 @@ static void help(FILE *f)
             "  --shard I/N        run only cells with index %% N == I-1\n"
             "  -j, --jobs N       cells at once (default 1)\n"
             "  --cache-dir DIR    artifact cache (default $XDG_CACHE_HOME/gauntlet)\n"
+            "  --junit FILE       write a JUnit XML report of the run (for CI test UIs)\n"
+            "  --html FILE        write the HTML compatibility report\n"
+            "  --markdown FILE    write a Markdown summary (for a pull-request comment)\n"
             "  --no-progress      no progress line even on a terminal\n"
             "  -q, --quiet        only the gate's output\n"
             "exit: 0 gate passed, 1 gate failed (or interrupted), 2 usage/config error\n");
@@ -287,10 +291,12 @@ int cmd_qualify(int argc, char **argv)
         {"run-id", required_argument, NULL, 'i'},   {"shard", required_argument, NULL, 's'},
         {"jobs", required_argument, NULL, 'j'},     {"cache-dir", required_argument, NULL, 'c'},
         {"junit", required_argument, NULL, 'J'},    {"html", required_argument, NULL, 'H'},
+        {"markdown", required_argument, NULL, 'M'},
         {"no-progress", no_argument, NULL, 'P'},    {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
     const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL;
+    gt_report_outputs reports = {.threshold_pct = -1};
     int shard_i = 1, shard_n = 1, jobs = 1, opt;
     bool no_progress = false, quiet = false, shard_given = false;
     optind = 1;
@@ -317,10 +323,9 @@ int cmd_qualify(int argc, char **argv)
             jobs = (int)v;
             break;
         }
-        case 'J':
-        case 'H':
-            return usage_err("%s is not yet implemented (use `gauntlet report` on the database)",
-                             opt == 'J' ? "--junit" : "--html");
+        case 'J': reports.junit = optarg; break;
+        case 'H': reports.html = optarg; break;
+        case 'M': reports.markdown = optarg; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -532,6 +537,19 @@ int cmd_qualify(int argc, char **argv)
     int g = gt_gate_eval(db, q.run_id, bdb, brun, stdout, &err);
     if (g < 0)
         goto fail;
+    if (reports.junit || reports.html || reports.markdown) {
+        /* The gate's verdict is the exit code; a report that cannot be
+         * written is a configuration error and must not hide it. */
+        reports.base_db = bdb;
+        reports.base_run_id = brun;
+        if (gt_report_write(db, q.run_id, &reports, &err) != 0)
+            goto fail;
+        if (!quiet)
+            printf("reports:%s%s%s%s%s%s\n", reports.junit ? " junit " : "",
+                   reports.junit ? reports.junit : "", reports.html ? " html " : "",
+                   reports.html ? reports.html : "", reports.markdown ? " markdown " : "",
+                   reports.markdown ? reports.markdown : "");
+    }
     rc = g == 0 ? GT_EXIT_OK : GT_EXIT_FAIL;
     goto out;
 fail:
