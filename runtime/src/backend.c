@@ -46,10 +46,6 @@ int gt_op_from_name(const char *name, gt_op *out)
 static const char *const PLUGINS[] = {"opencl", "cuda"};
 #define N_PLUGINS (sizeof PLUGINS / sizeof PLUGINS[0])
 
-static gt_backend_entry g_entries[2 + N_PLUGINS];
-static int g_n_entries;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
 static void *try_dlopen(const char *dir, const char *file, char *why, size_t why_len)
 {
     char path[PATH_MAX];
@@ -110,28 +106,46 @@ static void load_plugin(gt_backend_entry *e, const char *name)
      * function pointers into it. */
 }
 
-static void build_registry(void)
+static gt_backend_entry g_entries[2 + N_PLUGINS];
+static bool g_loaded[2 + N_PLUGINS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Entry i, with its plugin loaded on first use: a cell that runs on cpu
+ * should not pay for dlopen'ing cuBLAS (~100 ms) just to be listed. */
+static const gt_backend_entry *entry_at(size_t i)
 {
-    g_entries[g_n_entries++] = (gt_backend_entry){.name = "reference", .reg = gt_backend_reference_reg()};
-    g_entries[g_n_entries++] = (gt_backend_entry){.name = "cpu", .reg = gt_backend_cpu_reg()};
-    for (size_t i = 0; i < N_PLUGINS; i++)
-        load_plugin(&g_entries[g_n_entries++], PLUGINS[i]);
+    pthread_mutex_lock(&g_lock);
+    if (!g_loaded[i]) {
+        if (i == 0)
+            g_entries[i] = (gt_backend_entry){.name = "reference", .reg = gt_backend_reference_reg()};
+        else if (i == 1)
+            g_entries[i] = (gt_backend_entry){.name = "cpu", .reg = gt_backend_cpu_reg()};
+        else
+            load_plugin(&g_entries[i], PLUGINS[i - 2]);
+        g_loaded[i] = true;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return &g_entries[i];
+}
+
+static const char *entry_name(size_t i)
+{
+    return i == 0 ? "reference" : i == 1 ? "cpu" : PLUGINS[i - 2];
 }
 
 int gt_backend_registry(const gt_backend_entry **out)
 {
-    pthread_once(&g_once, build_registry);
+    for (size_t i = 0; i < 2 + N_PLUGINS; i++)
+        entry_at(i);
     *out = g_entries;
-    return g_n_entries;
+    return (int)(2 + N_PLUGINS);
 }
 
 const gt_backend_entry *gt_backend_find(const char *name)
 {
-    const gt_backend_entry *e;
-    int n = gt_backend_registry(&e);
-    for (int i = 0; i < n; i++)
-        if (strcmp(e[i].name, name) == 0)
-            return &e[i];
+    for (size_t i = 0; i < 2 + N_PLUGINS; i++)
+        if (strcmp(entry_name(i), name) == 0)
+            return entry_at(i);
     return NULL;
 }
 
