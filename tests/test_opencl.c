@@ -479,7 +479,7 @@ END_TEST
 START_TEST(op_gpu_work_sizes)
 {
     setenv("GT_OPENCL_TUNE", "ew_width=4,ew_lws=64,norm_lws=128,mv_lws=64,mv_rows=2,"
-           "mv_max_tok=4,mm_rn=2,mm_rm=4,mm_lx=16,mm_ly=8,att_lws=64,att_chunk=256", 1);
+           "mv_max_tok=4,mm_rn=2,mm_rm=4,mm_lx=16,mm_ly=8,att_lws=64,att_vw=4,att_chunk=256", 1);
     op_mul_mat_body();
     op_get_rows_body();
     op_elementwise_body();

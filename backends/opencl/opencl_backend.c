@@ -385,6 +385,7 @@ static void ocl_free(gt_backend *b)
     if (c) {
         if (c->queue)
             clFinish(c->queue);
+        gt_ocl_profile_report(c);
         gt_ocl_program_free(c);
         if (c->flag)
             release_mem(c, c->flag, 16);
@@ -436,6 +437,8 @@ static int query_device(ocl_ctx *c, gt_err *err)
     if (clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS)
         c->has_fma = (fp & CL_FP_FMA) != 0;
     c->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    const char *prof = getenv("GT_OPENCL_PROFILE");
+    c->profile = prof && prof[0] && strcmp(prof, "0") != 0;
     /* For tests of the split path: pretend allocations are smaller. */
     const char *env = getenv("GT_OPENCL_MAX_ALLOC");
     if (env && strtoull(env, NULL, 10) >= 4096 && strtoull(env, NULL, 10) < c->max_alloc)

@@ -58,6 +58,7 @@ typedef struct ocl_tuning {
     int mm_rn, mm_rm; /* matmul: rows x tokens computed per work-item */
     int mm_lx, mm_ly; /* matmul work-group shape */
     int att_lws;      /* attention: work-items per (token, head) */
+    int att_vw;       /* attention: floats per vector op (4, 8 or 16) */
     int att_chunk;    /* attention: cache rows scored per pass (local memory) */
     int att_hd_max;   /* largest head size the attention kernel takes */
 } ocl_tuning;
@@ -87,6 +88,12 @@ typedef struct ocl_ctx {
     size_t rope_tab_bytes;
     float *rope_host;
     size_t rope_host_cap;
+
+    /* GT_OPENCL_PROFILE=1: finish after every node and add up the time per
+     * op, printed to stderr when the backend is freed. */
+    bool profile;
+    double prof_s[GT_OP_COUNT];
+    long prof_n[GT_OP_COUNT];
 
     /* live allocations, for the leak tests and gt_device_info */
     long n_live_mem;
@@ -126,6 +133,7 @@ int gt_ocl_resolve(const gt_buffer *buf, size_t offset, size_t n, cl_mem *mem, s
 
 /* opencl_ops.c */
 int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err);
+void gt_ocl_profile_report(const ocl_ctx *c);
 bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* --- kernel arguments and launches ------------------------------------------ */
 
@@ -496,9 +497,18 @@ int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     }
     for (int n = 0; n < g->n_nodes; n++) {
         const gt_tensor *t = g->nodes[n];
+        struct timespec t0, t1;
+        if (c->profile)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
         if (enqueue(c, t, keys, n_keys, err) != 0) {
             clFinish(c->queue); /* what was enqueued may still use the buffers */
             return gt_err_wrap(err, "node %d (%s '%s')", n, gt_op_name(t->op), t->name);
+        }
+        if (c->profile && t->op > GT_OP_NONE && t->op < GT_OP_COUNT) {
+            clFinish(c->queue);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            c->prof_s[t->op] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            c->prof_n[t->op]++;
         }
     }
     cl_int st = clFinish(c->queue);
@@ -519,6 +529,21 @@ int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
         }
     }
     return 0;
+}
+
+void gt_ocl_profile_report(const ocl_ctx *c)
+{
+    double total = 0;
+    for (int op = 0; op < GT_OP_COUNT; op++)
+        total += c->prof_s[op];
+    if (!c->profile || total <= 0)
+        return;
+    fprintf(stderr, "opencl profile (per op, finishing after each node):\n");
+    for (int op = 0; op < GT_OP_COUNT; op++)
+        if (c->prof_n[op])
+            fprintf(stderr, "  %-10s %8ld nodes %10.3f ms %5.1f%%  %8.1f us/node\n",
+                    gt_op_name((gt_op)op), c->prof_n[op], 1e3 * c->prof_s[op],
+                    100 * c->prof_s[op] / total, 1e6 * c->prof_s[op] / (double)c->prof_n[op]);
 }
 
 bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len)

@@ -70,6 +70,7 @@ static void apply_overrides(ocl_tuning *t)
         {"mv_lws", &t->mv_lws},     {"mv_rows", &t->mv_rows},     {"mv_max_tok", &t->mv_max_tok},
         {"mm_rn", &t->mm_rn},       {"mm_rm", &t->mm_rm},         {"mm_lx", &t->mm_lx},
         {"mm_ly", &t->mm_ly},       {"att_lws", &t->att_lws},     {"att_chunk", &t->att_chunk},
+        {"att_vw", &t->att_vw},
     };
     char buf[512];
     snprintf(buf, sizeof buf, "%s", env);
@@ -92,12 +93,13 @@ void gt_ocl_choose_tuning(ocl_ctx *c)
          * float16 is a SIMD register, so: few items, wide vectors, more
          * rows per item to reuse each loaded activation block. */
         *t = (ocl_tuning){.ew_width = 16, .ew_lws = 8, .norm_lws = 4, .mv_lws = 1, .mv_rows = 16,
-                          .mv_max_tok = 2, .mm_rn = 4, .mm_rm = 4, .mm_lx = 4, .mm_ly = 4,
-                          .att_lws = 4, .att_chunk = 1024, .att_hd_max = 256};
+                          .mv_max_tok = 2, .mm_rn = 4, .mm_rm = 6, .mm_lx = 4, .mm_ly = 4,
+                          .att_lws = 1, .att_vw = 16, .att_chunk = 1024, .att_hd_max = 256};
     } else {
         *t = (ocl_tuning){.ew_width = 4, .ew_lws = 64, .norm_lws = 128, .mv_lws = 64,
                           .mv_rows = 2, .mv_max_tok = 4, .mm_rn = 2, .mm_rm = 4, .mm_lx = 16,
-                          .mm_ly = 8, .att_lws = 64, .att_chunk = 1024, .att_hd_max = 256};
+                          .mm_ly = 8, .att_lws = 64, .att_vw = 4, .att_chunk = 1024,
+                          .att_hd_max = 256};
     }
     apply_overrides(t);
     const size_t wg = c->max_wg ? c->max_wg : 1;
@@ -106,6 +108,7 @@ void gt_ocl_choose_tuning(ocl_ctx *c)
     t->norm_lws = clamp_pow2(t->norm_lws, wg);
     t->mv_lws = clamp_pow2(t->mv_lws, wg);
     t->att_lws = clamp_pow2(t->att_lws, wg);
+    t->att_vw = t->att_vw >= 16 ? 16 : t->att_vw >= 8 ? 8 : 4;
     /* rows per item: 1, 2, 4, 8 or 16 (their scales convert as one vector) */
     t->mv_rows = clamp_pow2(t->mv_rows, 16);
     t->mm_rn = clamp_pow2(t->mm_rn, 8);
@@ -125,9 +128,9 @@ static void build_options(const ocl_ctx *c, char *out, size_t cap)
     const ocl_tuning *t = &c->tune;
     snprintf(out, cap,
              "-cl-std=CL1.2 -DGT_FMA=%d -DEW_W=%d -DNORM_LWS=%d -DMV_LWS=%d -DMV_ROWS=%d "
-             "-DMM_RN=%d -DMM_RM=%d -DATT_LWS=%d -DATT_CHUNK=%d -DATT_HD_MAX=%d",
-             c->has_fma ? 1 : 0, t->ew_width, t->norm_lws, t->mv_lws, t->mv_rows, t->mm_rn, t->mm_rm, t->att_lws,
-             t->att_chunk, t->att_hd_max);
+             "-DMM_RN=%d -DMM_RM=%d -DATT_LWS=%d -DATT_VW=%d -DATT_CHUNK=%d -DATT_HD_MAX=%d",
+             c->has_fma ? 1 : 0, t->ew_width, t->norm_lws, t->mv_lws, t->mv_rows, t->mm_rn,
+             t->mm_rm, t->att_lws, t->att_vw, t->att_chunk, t->att_hd_max);
 }
 
 static void cache_key(const ocl_ctx *c, const char *options, char *out, size_t cap)

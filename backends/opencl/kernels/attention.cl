@@ -14,20 +14,33 @@
  * Global size (ATT_LWS * n_head, n_tok), local (ATT_LWS, 1). Local
  * arguments: lq (head_dim floats), ls (ATT_CHUNK floats). */
 
-#define ATT_G4 ((ATT_HD_MAX / 4 + ATT_LWS - 1) / ATT_LWS) /* float4 groups per item */
+#define VW ATT_VW
+#define floatV CAT(float, ATT_VW)
+#define VLOADV CAT(vload, ATT_VW)
+#define VSTOREV CAT(vstore, ATT_VW)
+#define ATT_G ((ATT_HD_MAX / ATT_VW + ATT_LWS - 1) / ATT_LWS) /* vector groups per item */
 
-/* n (1..4) floats at p, zero-padded. */
-inline float4 load4_upto(global const float *p, int n)
+/* n (1..VW) floats at p, zero-padded. */
+inline floatV loadv_upto(global const float *p, int n)
 {
-    if (n >= 4)
-        return vload4(0, p);
-    float4 v = 0.0f;
-    v.x = p[0];
-    if (n > 1)
-        v.y = p[1];
-    if (n > 2)
-        v.z = p[2];
-    return v;
+    if (n >= VW)
+        return VLOADV(0, p);
+    float v[VW];
+    for (int i = 0; i < VW; i++)
+        v[i] = i < n ? p[i] : 0.0f;
+    return VLOADV(0, v);
+}
+
+inline float hsumv(floatV v)
+{
+#if ATT_VW == 16
+    return hsum16(v);
+#elif ATT_VW == 8
+    float4 a = v.lo + v.hi;
+    return a.x + a.y + a.z + a.w;
+#else
+    return v.x + v.y + v.z + v.w;
+#endif
 }
 
 kernel void attention(global const uchar *qb, ulong q_off, global const uchar *kb, ulong k_off,
@@ -51,10 +64,10 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const int n_seen = pos0 + (int)i + 1;
-    const int hd4 = hd / 4;
+    const int hdv = hd / VW;
     float m = -INFINITY, l = 0.0f;
-    float4 acc[ATT_G4];
-    for (int k = 0; k < ATT_G4; k++)
+    floatV acc[ATT_G];
+    for (int k = 0; k < ATT_G; k++)
         acc[k] = 0.0f;
 
     for (int c0 = 0; c0 < n_seen; c0 += ATT_CHUNK) {
@@ -63,11 +76,11 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
         float cmax = -INFINITY;
         for (int p = lid; p < cn; p += ATT_LWS) {
             global const float *kp = K + (size_t)(c0 + p) * kv_dim;
-            float4 s4 = 0.0f;
-            for (int d = 0; d < hd4; d++)
-                s4 = MAD(vload4(d, kp), vload4(d, lq), s4);
-            float s = s4.x + s4.y + s4.z + s4.w;
-            for (int d = 4 * hd4; d < hd; d++)
+            floatV sv = 0.0f;
+            for (int d = 0; d < hdv; d++)
+                sv = MAD(VLOADV(d, kp), VLOADV(d, lq), sv);
+            float s = hsumv(sv);
+            for (int d = VW * hdv; d < hd; d++)
                 s = MAD(kp[d], lq[d], s);
             s *= scale;
             ls[p] = s;
@@ -101,35 +114,39 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
         m = m_new;
 
         /* acc = acc * corr + sum_p e_p * V[p] over this item's dims */
-        for (int k = 0; k < ATT_G4; k++) {
+        for (int k = 0; k < ATT_G; k++) {
             const int g = lid + k * ATT_LWS;
-            if (4 * g >= hd)
+            if (VW * g >= hd)
                 break;
-            const int nd = min(4, hd - 4 * g);
-            float4 a = acc[k] * corr;
-            global const float *vp = V + (size_t)c0 * kv_dim + 4 * g;
-            for (int p = 0; p < cn; p++, vp += kv_dim)
-                a = MAD((float4)ls[p], load4_upto(vp, nd), a);
+            const int nd = min(VW, hd - VW * g);
+            floatV a = acc[k] * corr;
+            global const float *vp = V + (size_t)c0 * kv_dim + VW * g;
+            if (nd == VW) {
+                for (int p = 0; p < cn; p++, vp += kv_dim)
+                    a = MAD((floatV)ls[p], VLOADV(0, vp), a);
+            } else {
+                for (int p = 0; p < cn; p++, vp += kv_dim)
+                    a = MAD((floatV)ls[p], loadv_upto(vp, nd), a);
+            }
             acc[k] = a;
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* ls and red are reused by the next chunk */
     }
 
     const float inv = 1.0f / l;
-    for (int k = 0; k < ATT_G4; k++) {
+    for (int k = 0; k < ATT_G; k++) {
         const int g = lid + k * ATT_LWS;
-        if (4 * g >= hd)
+        if (VW * g >= hd)
             break;
-        const float4 o = acc[k] * inv;
-        const int nd = min(4, hd - 4 * g);
-        if (nd == 4) {
-            vstore4(o, g, out);
+        const floatV o = acc[k] * inv;
+        const int nd = min(VW, hd - VW * g);
+        if (nd == VW) {
+            VSTOREV(o, g, out);
         } else {
-            out[4 * g] = o.x;
-            if (nd > 1)
-                out[4 * g + 1] = o.y;
-            if (nd > 2)
-                out[4 * g + 2] = o.z;
+            float ov[VW];
+            VSTOREV(o, 0, ov);
+            for (int i = 0; i < nd; i++)
+                out[VW * g + i] = ov[i];
         }
     }
 }
