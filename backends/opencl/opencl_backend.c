@@ -437,8 +437,6 @@ static int query_device(ocl_ctx *c, gt_err *err)
     if (clGetDeviceInfo(c->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS)
         c->has_fma = (fp & CL_FP_FMA) != 0;
     c->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    const char *prof = getenv("GT_OPENCL_PROFILE");
-    c->profile = prof && prof[0] && strcmp(prof, "0") != 0;
     /* For tests of the split path: pretend allocations are smaller. */
     const char *env = getenv("GT_OPENCL_MAX_ALLOC");
     if (env && strtoull(env, NULL, 10) >= 4096 && strtoull(env, NULL, 10) < c->max_alloc)
@@ -486,7 +484,10 @@ static int ocl_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
         gt_ocl_fail(err, "clCreateContext", st, "device '%s'", dname);
         goto fail;
     }
-    c->queue = clCreateCommandQueue(c->context, c->device, 0, &st);
+    const char *penv = getenv("GT_OPENCL_PROFILE");
+    c->profile = penv && penv[0] && strcmp(penv, "0") != 0;
+    c->queue = clCreateCommandQueue(c->context, c->device,
+                                    c->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &st);
     if (st != CL_SUCCESS) {
         gt_ocl_fail(err, "clCreateCommandQueue", st, "device '%s'", dname);
         goto fail;

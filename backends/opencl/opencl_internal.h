@@ -89,11 +89,14 @@ typedef struct ocl_ctx {
     float *rope_host;
     size_t rope_host_cap;
 
-    /* GT_OPENCL_PROFILE=1: finish after every node and add up the time per
-     * op, printed to stderr when the backend is freed. */
+    /* GT_OPENCL_PROFILE=1: every command gets an event; after each graph
+     * the device-side times are added up per op (printed to stderr when
+     * the backend is freed), next to the graphs' wall time. */
     bool profile;
-    double prof_s[GT_OP_COUNT];
-    long prof_n[GT_OP_COUNT];
+    double prof_s[GT_OP_COUNT], prof_wall;
+    long prof_n[GT_OP_COUNT], prof_graphs;
+    cl_event *prof_ev;
+    int *prof_op, prof_cap, prof_count, cur_op;
 
     /* live allocations, for the leak tests and gt_device_info */
     long n_live_mem;
@@ -133,7 +136,9 @@ int gt_ocl_resolve(const gt_buffer *buf, size_t offset, size_t n, cl_mem *mem, s
 
 /* opencl_ops.c */
 int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err);
-void gt_ocl_profile_report(const ocl_ctx *c);
+void gt_ocl_profile_report(ocl_ctx *c);
+/* Where the next command's event goes when profiling (NULL otherwise). */
+cl_event *gt_ocl_event(ocl_ctx *c);
 bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len);
 
 #endif

@@ -82,7 +82,8 @@ static int launch(kargs *a, size_t gx, size_t gy, size_t lx, size_t ly, gt_err *
     if (gx == 0 || gy == 0)
         return 0;
     const size_t g[2] = {round_up(gx, lx), round_up(gy, ly)}, l[2] = {lx, ly};
-    cl_int st = clEnqueueNDRangeKernel(a->c->queue, a->c->k[a->k], 2, NULL, g, l, 0, NULL, NULL);
+    cl_int st = clEnqueueNDRangeKernel(a->c->queue, a->c->k[a->k], 2, NULL, g, l, 0, NULL,
+                                       gt_ocl_event(a->c));
     if (st != CL_SUCCESS)
         return gt_ocl_fail(err, "clEnqueueNDRangeKernel", st, "%s, global %zux%zu, local %zux%zu",
                            name, g[0], g[1], l[0], l[1]);
@@ -326,7 +327,7 @@ static int op_rope(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
         if (gt_ocl_resolve(x->buf, x->offset, n, &ms, &os, err) ||
             gt_ocl_resolve(t->buf, t->offset, n, &md, &od, err))
             return -1;
-        cl_int st = clEnqueueCopyBuffer(c->queue, ms, md, os, od, n, 0, NULL, NULL);
+        cl_int st = clEnqueueCopyBuffer(c->queue, ms, md, os, od, n, 0, NULL, gt_ocl_event(c));
         if (st != CL_SUCCESS)
             return gt_ocl_fail(err, "clEnqueueCopyBuffer", st, "ROPE input, %zu bytes", n);
     }
@@ -373,7 +374,7 @@ static int op_kv_store(ocl_ctx *c, const gt_tensor *t, gt_err *err)
         return gt_err_set(err, "KV_STORE source '%s' overlaps the cache rows it writes", x->name);
     if (n == 0)
         return 0;
-    cl_int st = clEnqueueCopyBuffer(c->queue, ms, md, os, od, n, 0, NULL, NULL);
+    cl_int st = clEnqueueCopyBuffer(c->queue, ms, md, os, od, n, 0, NULL, gt_ocl_event(c));
     if (st != CL_SUCCESS)
         return gt_ocl_fail(err, "clEnqueueCopyBuffer", st, "%zu bytes to cache offset %zu", n, od);
     return 0;
@@ -461,6 +462,8 @@ static int op_mul_mat(ocl_ctx *c, const gt_tensor *t, gt_err *err)
 
 /* --- compute ------------------------------------------------------------------ */
 
+static void profile_collect(ocl_ctx *c, double wall);
+
 static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_keys, gt_err *err)
 {
     switch (t->op) {
@@ -481,8 +484,11 @@ static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
 int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
 {
     ocl_ctx *c = ocl_of(b);
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
     rope_key keys[MAX_ROPE_KEYS];
     int n_keys = 0;
+    c->cur_op = GT_OP_NONE;
     bool has_get_rows = false;
     for (int n = 0; n < g->n_nodes; n++)
         has_get_rows |= g->nodes[n]->op == GT_OP_GET_ROWS;
@@ -497,23 +503,19 @@ int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     }
     for (int n = 0; n < g->n_nodes; n++) {
         const gt_tensor *t = g->nodes[n];
-        struct timespec t0, t1;
-        if (c->profile)
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+        c->cur_op = t->op > GT_OP_NONE && t->op < GT_OP_COUNT ? (int)t->op : GT_OP_NONE;
         if (enqueue(c, t, keys, n_keys, err) != 0) {
             clFinish(c->queue); /* what was enqueued may still use the buffers */
             return gt_err_wrap(err, "node %d (%s '%s')", n, gt_op_name(t->op), t->name);
-        }
-        if (c->profile && t->op > GT_OP_NONE && t->op < GT_OP_COUNT) {
-            clFinish(c->queue);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            c->prof_s[t->op] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-            c->prof_n[t->op]++;
         }
     }
     cl_int st = clFinish(c->queue);
     if (st != CL_SUCCESS)
         return gt_ocl_fail(err, "clFinish", st, "after %d nodes", g->n_nodes);
+    if (c->profile) {
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        profile_collect(c, (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec));
+    }
     if (has_get_rows) {
         cl_int flag[3];
         st = clEnqueueReadBuffer(c->queue, c->flag, CL_TRUE, 0, sizeof flag, flag, 0, NULL, NULL);
@@ -531,19 +533,68 @@ int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     return 0;
 }
 
-void gt_ocl_profile_report(const ocl_ctx *c)
+cl_event *gt_ocl_event(ocl_ctx *c)
 {
-    double total = 0;
-    for (int op = 0; op < GT_OP_COUNT; op++)
-        total += c->prof_s[op];
-    if (!c->profile || total <= 0)
+    if (!c->profile)
+        return NULL;
+    if (c->prof_count == c->prof_cap) {
+        const int cap = c->prof_cap ? 2 * c->prof_cap : 1024;
+        cl_event *ev = realloc(c->prof_ev, sizeof *ev * (size_t)cap);
+        if (ev)
+            c->prof_ev = ev;
+        int *op = realloc(c->prof_op, sizeof *op * (size_t)cap);
+        if (op)
+            c->prof_op = op;
+        if (!ev || !op)
+            return NULL; /* profiling is best effort */
+        c->prof_cap = cap;
+    }
+    c->prof_op[c->prof_count] = c->cur_op;
+    return &c->prof_ev[c->prof_count++];
+}
+
+/* After a graph's clFinish: the device-side time of each command. */
+static void profile_collect(ocl_ctx *c, double wall)
+{
+    for (int i = 0; i < c->prof_count; i++) {
+        cl_ulong t0 = 0, t1 = 0;
+        if (clGetEventProfilingInfo(c->prof_ev[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                                    NULL) == CL_SUCCESS &&
+            clGetEventProfilingInfo(c->prof_ev[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                    NULL) == CL_SUCCESS && t1 >= t0) {
+            c->prof_s[c->prof_op[i]] += 1e-9 * (double)(t1 - t0);
+            c->prof_n[c->prof_op[i]]++;
+        }
+        clReleaseEvent(c->prof_ev[i]);
+    }
+    c->prof_count = 0;
+    c->prof_wall += wall;
+    c->prof_graphs++;
+}
+
+void gt_ocl_profile_report(ocl_ctx *c)
+{
+    for (int i = 0; i < c->prof_count; i++)
+        clReleaseEvent(c->prof_ev[i]);
+    c->prof_count = 0;
+    free(c->prof_ev);
+    free(c->prof_op);
+    c->prof_ev = NULL;
+    c->prof_op = NULL;
+    if (!c->profile || c->prof_graphs == 0)
         return;
-    fprintf(stderr, "opencl profile (per op, finishing after each node):\n");
+    double busy = 0;
+    for (int op = 0; op < GT_OP_COUNT; op++)
+        busy += c->prof_s[op];
+    fprintf(stderr, "opencl profile: %ld graphs, %.3f ms wall, %.3f ms in commands (%.1f%%)\n",
+            c->prof_graphs, 1e3 * c->prof_wall, 1e3 * busy,
+            c->prof_wall > 0 ? 100 * busy / c->prof_wall : 0.0);
     for (int op = 0; op < GT_OP_COUNT; op++)
         if (c->prof_n[op])
-            fprintf(stderr, "  %-10s %8ld nodes %10.3f ms %5.1f%%  %8.1f us/node\n",
-                    gt_op_name((gt_op)op), c->prof_n[op], 1e3 * c->prof_s[op],
-                    100 * c->prof_s[op] / total, 1e6 * c->prof_s[op] / (double)c->prof_n[op]);
+            fprintf(stderr, "  %-10s %8ld commands %10.3f ms %5.1f%%  %8.1f us each\n",
+                    op == GT_OP_NONE ? "(tables)" : gt_op_name((gt_op)op), c->prof_n[op],
+                    1e3 * c->prof_s[op], busy > 0 ? 100 * c->prof_s[op] / busy : 0.0,
+                    1e6 * c->prof_s[op] / (double)c->prof_n[op]);
 }
 
 bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len)
