@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #define DEFAULT_BLAS_MIN_BATCH 16
 #define MAX_THREADS 256
@@ -38,8 +41,11 @@ static bool cpu_has(const char *isa)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    /* F16C from CPUID leaf 1 directly: clang before 16 rejects "f16c" in
+     * __builtin_cpu_supports (the fuzz build uses clang 14). */
+    unsigned a, b, c = 0, d;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (strcmp(isa, "avx2") == 0)
         return avx2;
     if (strcmp(isa, "avx512") == 0)
