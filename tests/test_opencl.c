@@ -34,6 +34,15 @@
 #include "gt/session.h"
 #include "testutil.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* LeakSanitizer crashes walking the dynamic TLS of the libraries PoCL
+ * dlopens and dlcloses (a libsanitizer/glibc DTLS mismatch: "Tracer caught
+ * signal 11" at exit). Not scanning TLS avoids that; nothing here or in the
+ * backend keeps heap pointers in TLS, so no leak of ours can hide there. */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "use_tls=0"; }
+#endif
+
 /* --- two backends, one graph -------------------------------------------------- */
 
 enum { REF, OCL };
@@ -888,7 +897,13 @@ START_TEST(sessions_do_not_leak)
     }
     const long rss_end = rss_kib();
     printf("1000 sessions: RSS %ld KiB after 50, %ld KiB after 1000\n", rss_warm, rss_end);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan's quarantine keeps freed memory resident on purpose; LeakSanitizer
+     * and the live-allocation count above check for leaks instead. */
+    printf("RSS bound not checked under AddressSanitizer\n");
+#else
     ck_assert_msg(rss_end - rss_warm < 8 * 1024, "RSS grew by %ld KiB", rss_end - rss_warm);
+#endif
     gt_backend_close(b);
     gt_model_free(m);
 }

@@ -115,8 +115,8 @@ static int enumerate(const profile *prof, pair *out, int max, char *seen, size_t
     return n;
 }
 
-static void fill_info(gt_device_info *d, cl_platform_id p, cl_device_id dev,
-                      const char *cache_status)
+/* `facts`: what only an opened backend knows (threads, cache), or NULL. */
+static void fill_info(gt_device_info *d, cl_platform_id p, cl_device_id dev, const char *facts)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "opencl");
@@ -140,8 +140,7 @@ static void fill_info(gt_device_info *d, cl_platform_id p, cl_device_id dev,
     snprintf(d->extra, sizeof d->extra, "opencl_c=%s; fp64=%s; fp16=%s; max_alloc=%lluMiB%s%s; "
              "platform_version=%s", clc, strstr(ext, "cl_khr_fp64") ? "yes" : "no",
              strstr(ext, "cl_khr_fp16") ? "yes" : "no",
-             (unsigned long long)(max_alloc >> 20), cache_status ? "; cache=" : "",
-             cache_status ? cache_status : "", pver);
+             (unsigned long long)(max_alloc >> 20), facts ? "; " : "", facts ? facts : "", pver);
 }
 
 static int ocl_probe(gt_device_info *devs, int max, const char *driver, gt_err *err)
@@ -396,6 +395,8 @@ static void ocl_free(gt_backend *b)
             clReleaseCommandQueue(c->queue);
         if (c->context)
             clReleaseContext(c->context);
+        if (c->sub_device)
+            clReleaseDevice(c->sub_device);
         free(c);
     }
     free(b);
@@ -444,6 +445,34 @@ static int query_device(ocl_ctx *c, gt_err *err)
     return 0;
 }
 
+/* n_threads on a CPU device: a sub-device of that many compute units
+ * (CL_DEVICE_PARTITION_BY_COUNTS), so `-t 1` means one core here as on
+ * the cpu backend. A device that cannot be partitioned runs whole, and
+ * says so in the device info. */
+static void partition(ocl_ctx *c, int n_threads, char *note, size_t cap)
+{
+    c->compute_units = 0;
+    clGetDeviceInfo(c->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units,
+                    &c->compute_units, NULL);
+    snprintf(note, cap, "compute_units=%u", c->compute_units);
+    if (n_threads <= 0 || (cl_uint)n_threads >= c->compute_units)
+        return;
+    const cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
+                                                  (cl_device_partition_property)n_threads,
+                                                  CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+    cl_device_id sub = NULL;
+    cl_uint n = 0;
+    cl_int st = clCreateSubDevices(c->device, props, 1, &sub, &n);
+    if (st != CL_SUCCESS || n < 1) {
+        snprintf(note, cap, "compute_units=%u (%d requested: %s)", c->compute_units, n_threads,
+                 gt_ocl_status_name(st));
+        return;
+    }
+    c->sub_device = sub;
+    c->device = sub;
+    snprintf(note, cap, "compute_units=%d of %u", n_threads, c->compute_units);
+}
+
 static int ocl_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
 {
     *out = NULL;
@@ -474,6 +503,8 @@ static int ocl_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
     b->ctx = c;
     c->platform = pairs[cfg->device].platform;
     c->device = pairs[cfg->device].device;
+    char threads[64];
+    partition(c, cfg->n_threads, threads, sizeof threads);
 
     cl_int st;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c->platform, 0};
@@ -500,7 +531,9 @@ static int ocl_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
     if (create_mem(c, CL_MEM_READ_WRITE, 16, NULL, &c->flag, err) != 0)
         goto fail;
     c->flag_dirty = true;
-    fill_info(&b->info, c->platform, c->device, c->cache_status);
+    char facts[128];
+    snprintf(facts, sizeof facts, "%s; cache=%s", threads, c->cache_status);
+    fill_info(&b->info, c->platform, c->device, facts);
     *out = b;
     return 0;
 fail:

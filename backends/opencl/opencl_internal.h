@@ -66,6 +66,8 @@ typedef struct ocl_tuning {
 typedef struct ocl_ctx {
     cl_platform_id platform;
     cl_device_id device;
+    cl_device_id sub_device; /* when n_threads partitions the device; owned */
+    cl_uint compute_units;
     cl_context context;
     cl_command_queue queue;
     cl_program program;
