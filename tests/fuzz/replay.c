@@ -80,7 +80,8 @@ static int run_path(const char *path)
             snprintf(names[n++], len, "%s/%s", path, e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp);
+    if (n)
+        qsort(names, n, sizeof *names, cmp);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         if (run_path(names[i]) != 0)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ci/sanitize.sh: the whole test suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer (GT_SANITIZE=address,undefined), built into
+# build-asan/ without CUDA (the CUDA runtime and ASan do not mix: its
+# address-space reservations and driver threads trip the shadow memory).
+# The harness knows (worker.c/runner.c): no RLIMIT_AS under ASan.
+#
+# Leaks are errors (detect_leaks=1). PoCL/OpenCL keep allocations for the
+# process's lifetime; ci/lsan-thirdparty.supp suppresses exactly those
+# libraries and nothing of ours. A UBSan report fails the test that hit it
+# (halt_on_error).
+#
+# usage: ci/sanitize.sh [CTEST-ARGS...]   e.g. ci/sanitize.sh -R test_gguf
+#   env: GT_ASAN_BUILD (build-asan), GT_TEST_JOBS (2), GT_SMOLLM2 (as ci/test.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${GT_ASAN_BUILD:-build-asan}
+SUPP=$PWD/ci/lsan-thirdparty.supp
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGT_CUDA=OFF \
+  -DGT_SANITIZE=address,undefined >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+
+if [ -z "${GT_SMOLLM2:-}" ] && smol=$(bash ci/fetch-smollm2.sh 2>/dev/null); then
+  export GT_SMOLLM2="$smol"
+fi
+# ASan reserves terabytes of virtual address space: a ulimit -v would fail
+# every start. Children (workers) inherit these options.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$SUPP:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+cd "$BUILD"
+start=$(date +%s)
+rc=0
+ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?
+echo "ci/sanitize.sh: ctest exit $rc in $(( $(date +%s) - start )) s"
+exit $rc
