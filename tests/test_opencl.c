@@ -818,11 +818,20 @@ START_TEST(model_smollm2)
         printf("SKIP part: SmolLM2-135M Q4_1 not found (set GT_SMOLLM2 or run ci/fetch-smollm2.sh)\n");
         return;
     }
+#if defined(__SANITIZE_ADDRESS__)
+    /* The scalar reference under ASan needs minutes for 256 tokens of a
+     * 135M model; the sanitizer build checks memory, the release build the
+     * full acceptance length. */
+    const int want = 64;
+    printf("SmolLM2 agreement shortened to %d tokens under AddressSanitizer\n", want);
+#else
+    const int want = 256;
+#endif
     gt_model *m = load(path);
     int n = 0;
-    double a = agreement(m, ENGLISH, 256, &n);
+    double a = agreement(m, ENGLISH, want, &n);
     printf("SmolLM2-135M Q4_1: top-1 agreement %.2f%% over %d teacher-forced tokens\n", 100 * a, n);
-    ck_assert_msg(n == 256 && a >= 0.99, "agreement %.4f over %d tokens", a, n);
+    ck_assert_msg(n == want && a >= 0.99, "agreement %.4f over %d tokens", a, n);
     gt_model_free(m);
 }
 END_TEST
