@@ -131,13 +131,18 @@ static char *q_text(sqlite3 *h, const char *fmt, ...)
 START_TEST(quickstart_passes_and_records_everything)
 {
     double t0 = now();
-    int rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id one -j 2",
+    int rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id one -j 2"
+                     " --junit qs.xml --html qs.html",
                  GT_SOURCE_DIR);
     double took = now() - t0;
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
     ck_assert_msg(took < 120, "quickstart took %.0fs", took);
     ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
     ck_assert_ptr_nonnull(strstr(g_out, "harness overhead per cell"));
+    /* qualify's own reports: JUnit valid against the shared XSD, HTML there */
+    ck_assert_msg(run("xmllint --noout --schema '%s/schemas/junit.xsd' qs.xml", GT_SHARED_DIR) == 0,
+                  "%s", g_out);
+    ck_assert_msg(run("grep -c 'stories260k/q8_0/cpu/default' qs.html") == 0, "%s", g_out);
     sqlite3 *h = db_open("qs.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM runs WHERE status = 'complete'"), 1);
     ck_assert_int_eq(q_int(h, "SELECT n_cells FROM runs"), 24);
@@ -456,8 +461,9 @@ END_TEST
 START_TEST(usage_and_config_errors_exit_2)
 {
     const char *m = small_matrix("u.json", "60", "");
-    ck_assert_int_eq(run(BIN " qualify '%s' --junit x.xml", m), 2);
-    ck_assert_ptr_nonnull(strstr(g_out, "not yet implemented"));
+    /* a report that cannot be written is a configuration error, not a pass */
+    ck_assert_int_eq(run(BIN " qualify '%s' --db u.sqlite --junit /nonexistent-dir/x.xml", m), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "/nonexistent-dir/x.xml"));
     ck_assert_int_eq(run(BIN " qualify '%s' --shard 3/2", m), 2);
     ck_assert_int_eq(run(BIN " qualify '%s' --tier nightly --db u.sqlite", m), 2);
     ck_assert_int_eq(run(BIN " qualify '%s' --resume nope --db u.sqlite", m), 2);
