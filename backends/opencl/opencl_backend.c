@@ -121,13 +121,18 @@ static void fill_info(gt_device_info *d, cl_platform_id p, cl_device_id dev, con
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "opencl");
     gt_ocl_device_str(dev, CL_DEVICE_NAME, d->name, sizeof d->name);
+    /* Facts a driver refuses to tell are recorded as unknown (0). */
     cl_device_type type = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) != CL_SUCCESS)
+        type = 0;
     snprintf(d->kind, sizeof d->kind, "%s", type & CL_DEVICE_TYPE_GPU ? "gpu" :
              type & CL_DEVICE_TYPE_CPU ? "cpu" : "accelerator");
     cl_ulong mem = 0, max_alloc = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
+    if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL) != CL_SUCCESS)
+        mem = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL) !=
+        CL_SUCCESS)
+        max_alloc = 0;
     d->memory = mem;
     gt_ocl_platform_str(p, CL_PLATFORM_NAME, d->driver, sizeof d->driver);
     gt_ocl_device_str(dev, CL_DRIVER_VERSION, d->driver_version, sizeof d->driver_version);
@@ -382,8 +387,10 @@ static void ocl_free(gt_backend *b)
         return;
     ocl_ctx *c = ocl_of(b);
     if (c) {
+        /* Nothing may still run on buffers about to go; a failure here has
+         * no one left to report to. */
         if (c->queue)
-            clFinish(c->queue);
+            (void)clFinish(c->queue);
         gt_ocl_profile_report(c);
         gt_ocl_program_free(c);
         if (c->flag)
@@ -451,9 +458,9 @@ static int query_device(ocl_ctx *c, gt_err *err)
  * says so in the device info. */
 static void partition(ocl_ctx *c, int n_threads, char *note, size_t cap)
 {
-    c->compute_units = 0;
-    clGetDeviceInfo(c->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units,
-                    &c->compute_units, NULL);
+    if (clGetDeviceInfo(c->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units,
+                        &c->compute_units, NULL) != CL_SUCCESS)
+        c->compute_units = 0; /* unknown: no partitioning */
     snprintf(note, cap, "compute_units=%u", c->compute_units);
     if (n_threads <= 0 || (cl_uint)n_threads >= c->compute_units)
         return;
