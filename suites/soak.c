@@ -200,10 +200,17 @@ static int soak_run(gt_suite_ctx *c, gt_err *err)
                          "run",
                          iters, ps.p[pi].id, (unsigned long long)(c->seed + (uint64_t)pi));
         }
-        if (leak) {
-            char *lost = malloc(leak); /* deliberately never freed: the fault */
-            if (lost)
+        if (leak >= sizeof(void *)) {
+            /* Deliberately never freed (the fault), but kept reachable from
+             * a static list so that LeakSanitizer runs of the tests do not
+             * turn the injected leak into a crashed worker. */
+            static void *leaked;
+            char *lost = malloc(leak);
+            if (lost) {
                 memset(lost, (int)(iters & 0xff) | 1, leak);
+                memcpy(lost, &leaked, sizeof leaked);
+                leaked = lost;
+            }
         }
         iters++;
         double r = rss_mib();
