@@ -48,7 +48,7 @@ rm -rf "$probe"
 # only the four targets and what they link are built.
 CC=$CC cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGT_FUZZ=ON \
   -DGT_OPENCL=OFF -DGT_CUDA=OFF -DGT_SANITIZE=address,undefined \
-  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null || exit 2
+  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -Wno-unknown-warning-option" >/dev/null || exit 2
 cmake --build "$BUILD" -j"${GT_FUZZ_JOBS:-$(nproc)}" $(printf -- '--target fuzz_%s ' "${TARGETS[@]}") \
   >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log" >&2; exit 2; }
 G=build/gauntlet
@@ -99,6 +99,10 @@ fi
 declare -A MAXLEN=([gguf]=131072 [matrix]=65536 [tokenizer]=4096 [protocol]=65536)
 status=0
 for t in "${TARGETS[@]}"; do
+  if [ "$t" = tokenizer ] && ! [ -f "$MODELS/stories260K.gguf" -a -f "$MODELS/vocab/ggml-vocab-gpt-2.gguf" ]; then
+    echo "ci/fuzz.sh: tokenizer SKIPPED: no stories260K / GPT-2 vocabulary in $MODELS"
+    continue
+  fi
   crashes="$BUILD/crashes/$t"
   mkdir -p "$crashes"
   start=$(date +%s)
