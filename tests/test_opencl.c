@@ -483,6 +483,45 @@ START_TEST(op_attention)
 END_TEST
 
 
+/* RMS_NORM then MUL by a weight: in place, the backend fuses the two
+ * launches; out of place it must not (the norm output stays observable). */
+START_TEST(op_fused_norm_mul)
+{
+    twin w;
+    twin_open(&w);
+    for (int inplace = 0; inplace < 2; inplace++) {
+        for (int bi = 0; bi < N_BATCHES; bi++) {
+            const int C = 75 + 501 * inplace, R = BATCHES[bi];
+            float *a = rand_floats((size_t)C * R, 3.0f), *g = rand_floats(C, 1.0f);
+            gt_tensor A[2], G[2], N[2], Y[2];
+            leaf(&w, A, "a", GT_TYPE_F32, C, R, a, 4, false);
+            leaf(&w, G, "g", GT_TYPE_F32, C, 1, g, 8, true);
+            leaf(&w, N, "norm", GT_TYPE_F32, C, R, NULL, 12, false);
+            leaf(&w, Y, "y", GT_TYPE_F32, C, R, NULL, 16, false);
+            if (inplace) {
+                Y[0] = N[0];
+                Y[1] = N[1];
+            }
+            node(N, GT_OP_RMS_NORM, A, NULL, NULL);
+            N[0].fparams[0] = N[1].fparams[0] = 1e-5f;
+            node(Y, GT_OP_MUL, N, G, NULL);
+            for (int s = 0; s < 2; s++) {
+                gt_err err = {{0}};
+                gt_tensor *nodes[2] = {&N[s], &Y[s]};
+                gt_graph gr = {nodes, 2};
+                ck_assert_msg(gt_backend_compute(w.be[s], &gr, &err) == 0, "%s", err.msg);
+            }
+            check(&w, Y, 1e-10, inplace ? "RMS_NORM+MUL in place" : "RMS_NORM, MUL elsewhere");
+            if (!inplace)
+                check(&w, N, 1e-10, "RMS_NORM output next to its MUL");
+            free(a);
+            free(g);
+        }
+    }
+    twin_close(&w);
+}
+END_TEST
+
 /* The same ops with the work sizes a GPU gets (wide groups, local-memory
  * reductions, short attention chunks), so PoCL runs those code paths too. */
 START_TEST(op_gpu_work_sizes)
@@ -995,6 +1034,7 @@ int main(void)
     tcase_add_test(ops, op_rope);
     tcase_add_test(ops, op_attention);
     tcase_add_test(ops, op_gpu_work_sizes);
+    tcase_add_test(ops, op_fused_norm_mul);
     suite_add_tcase(s, ops);
     TCase *plumbing = tcase_create("plumbing");
     tcase_set_timeout(plumbing, 300);

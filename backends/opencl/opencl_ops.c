@@ -257,7 +257,9 @@ static int op_get_rows(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     return launch(&a, nb, (size_t)t->ne[1], fit(nb, (size_t)c->tune.ew_lws), 1, err);
 }
 
-static int op_rms_norm(ocl_ctx *c, const gt_tensor *t, gt_err *err)
+/* RMS_NORM t, and when mul is given (the MUL by a norm weight that follows
+ * it in place, see fuses_norm_mul) that too, in the same launch. */
+static int op_rms_norm(ocl_ctx *c, const gt_tensor *t, const gt_tensor *mul, gt_err *err)
 {
     const gt_tensor *x = t->src[0];
     if (want_f32(x, "input", err) || want_f32(t, "output", err) ||
@@ -268,8 +270,29 @@ static int op_rms_norm(ocl_ctx *c, const gt_tensor *t, gt_err *err)
         return -1;
     arg_int(&a, (int)x->ne[0]);
     arg_float(&a, t->fparams[0]);
+    if (mul) {
+        gt_tensor row = *mul->src[1];
+        row.ne[1] = 1;
+        if (arg_tensor(&a, &row, err))
+            return -1;
+    } else if (arg_tensor(&a, x, err)) { /* a placeholder the kernel does not read */
+        return -1;
+    }
+    arg_int(&a, mul != NULL);
     const size_t lws = (size_t)c->tune.norm_lws;
     return launch(&a, (size_t)x->ne[1] * lws, 1, lws, 1, err);
+}
+
+/* Whether node m multiplies the output of RMS_NORM t by a weight row, in
+ * place: then nothing can observe t between the two, and one launch does
+ * both (y = x * scale * w, the same float operations in the same order). */
+static bool fuses_norm_mul(const gt_tensor *t, const gt_tensor *m)
+{
+    const gt_tensor *w = m->src[1];
+    return t->op == GT_OP_RMS_NORM && m->op == GT_OP_MUL && m->src[0] == t && w &&
+           same_storage(m, t) && m->ne[0] == t->ne[0] && m->ne[1] == t->ne[1] &&
+           m->type == GT_TYPE_F32 && w->type == GT_TYPE_F32 && w->ne[0] == t->ne[0] &&
+           w->ne[1] >= 1 && w->offset % 4 == 0 && w->buf && !overlaps(w, t);
 }
 
 static int op_binary(ocl_ctx *c, const gt_tensor *t, int k, gt_err *err)
@@ -469,7 +492,7 @@ static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
     switch (t->op) {
     case GT_OP_NONE: return 0;
     case GT_OP_GET_ROWS: return op_get_rows(c, t, err);
-    case GT_OP_RMS_NORM: return op_rms_norm(c, t, err);
+    case GT_OP_RMS_NORM: return op_rms_norm(c, t, NULL, err);
     case GT_OP_MUL_MAT: return op_mul_mat(c, t, err);
     case GT_OP_ADD: return op_binary(c, t, K_ADD, err);
     case GT_OP_MUL: return op_mul(c, t, err);
@@ -504,6 +527,15 @@ int gt_ocl_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     for (int n = 0; n < g->n_nodes; n++) {
         const gt_tensor *t = g->nodes[n];
         c->cur_op = t->op > GT_OP_NONE && t->op < GT_OP_COUNT ? (int)t->op : GT_OP_NONE;
+        if (n + 1 < g->n_nodes && fuses_norm_mul(t, g->nodes[n + 1])) {
+            if (op_rms_norm(c, t, g->nodes[n + 1], err) != 0) {
+                clFinish(c->queue);
+                return gt_err_wrap(err, "nodes %d-%d (RMS_NORM '%s' with MUL '%s')", n, n + 1,
+                                   t->name, g->nodes[n + 1]->name);
+            }
+            n++;
+            continue;
+        }
         if (enqueue(c, t, keys, n_keys, err) != 0) {
             clFinish(c->queue); /* what was enqueued may still use the buffers */
             return gt_err_wrap(err, "node %d (%s '%s')", n, gt_op_name(t->op), t->name);

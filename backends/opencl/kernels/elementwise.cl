@@ -46,10 +46,13 @@
     }
 FOR_EACH_TYPE(GET_ROWS)
 
-/* y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps); a work-group per row,
- * NORM_LWS (a power of two) items, the sum reduced in local memory. */
+/* y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps), times w[0, :] when
+ * has_w (RMS_NORM fused with the MUL by its norm weight that follows it:
+ * the same float operations in the same order as the two nodes). A
+ * work-group per row, NORM_LWS (a power of two) items, the sum reduced in
+ * local memory. */
 kernel void rms_norm(global const uchar *xb, ulong x_off, global uchar *yb, ulong y_off, int n,
-                     float eps)
+                     float eps, global const uchar *wb, ulong w_off, int has_w)
 {
     local float red[NORM_LWS];
     const int lid = get_local_id(0);
@@ -72,10 +75,18 @@ kernel void rms_norm(global const uchar *xb, ulong x_off, global uchar *yb, ulon
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const float scale = 1.0f / sqrt(red[0] / (float)n + eps);
-    for (int j = lid; j < n4; j += NORM_LWS)
-        vstore4(vload4(j, x) * scale, j, y);
-    for (int j = 4 * n4 + lid; j < n; j += NORM_LWS)
-        y[j] = x[j] * scale;
+    global const float *w = CPTR(float, wb, w_off);
+    if (has_w) {
+        for (int j = lid; j < n4; j += NORM_LWS)
+            vstore4(vload4(j, x) * scale * vload4(j, w), j, y);
+        for (int j = 4 * n4 + lid; j < n; j += NORM_LWS)
+            y[j] = x[j] * scale * w[j];
+    } else {
+        for (int j = lid; j < n4; j += NORM_LWS)
+            vstore4(vload4(j, x) * scale, j, y);
+        for (int j = 4 * n4 + lid; j < n; j += NORM_LWS)
+            y[j] = x[j] * scale;
+    }
 }
 
 /* The shape shared by ADD and SILU_MUL: y = f(a, b) over n floats. */
