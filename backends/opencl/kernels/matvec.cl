@@ -6,9 +6,10 @@
  * between them (item i takes blocks i, i + MV_LWS, ...), dequantize them in
  * registers, accumulate in float16 vectors, and reduce across the group in
  * local memory at the end. The x block is loaded once and used for all
- * MV_ROWS rows, and so is the conversion of their scales (one vector op). On a GPU MV_LWS is large and MV_ROWS small; on a CPU
- * (PoCL runs a work-group's items as a loop on one thread) MV_LWS is small,
- * so the reduction is short, and MV_ROWS larger, so x is reused.
+ * MV_ROWS rows, and so is the conversion of their scales (one vector op).
+ * On a GPU MV_LWS is large and MV_ROWS small. On a CPU (PoCL runs a
+ * work-group's items as a loop on one thread) MV_LWS is 1, so there is
+ * no reduction at all, and MV_ROWS is 16, so each x block feeds 16 rows.
  *
  * Global size: (ceil(n_out / MV_ROWS) * MV_LWS, n_tok); local (MV_LWS, 1).
  * Rows past n_out are computed from the last row and not stored. */
