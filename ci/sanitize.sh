@@ -35,5 +35,16 @@ cd "$BUILD"
 start=$(date +%s)
 rc=0
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?
+# The corpus ci/fuzz.sh grew (clang builds) replayed through this build's
+# gcc replay_* binaries too: a different compiler orders and inlines
+# differently, and has shown what libFuzzer's build did not.
+if [ $# -eq 0 ] && [ -d ../build-fuzz/corpus ]; then
+  for t in gguf matrix tokenizer protocol; do
+    [ -d "../build-fuzz/corpus/$t" ] && [ -x "./replay_$t" ] || continue
+    ./replay_$t "../build-fuzz/corpus/$t" >"replay_$t.log" 2>&1 ||
+      { rc=1; echo "ci/sanitize.sh: replay_$t failed on the fuzz corpus:"; tail -30 "replay_$t.log"; }
+    tail -1 "replay_$t.log"
+  done
+fi
 echo "ci/sanitize.sh: ctest exit $rc in $(( $(date +%s) - start )) s"
 exit $rc
