@@ -82,7 +82,7 @@ for b in reference cpu; do
     status=1
   fi
 done
-run tokenize-llama "$G" tokenize -m "$M" "Hello world, caf\xc3\xa9 \xe2\x96\x81"
+run tokenize-llama "$G" tokenize -m "$M" $'Hello world, caf\xc3\xa9 \xe2\x96\x81 \xff'
 [ -f "$MODELS/vocab/ggml-vocab-gpt-2.gguf" ] &&
   run tokenize-gpt2 "$G" tokenize -m "$MODELS/vocab/ggml-vocab-gpt-2.gguf" "Hello world, it's 2024"
 
