@@ -99,6 +99,10 @@ typedef struct gt_suite {
     /* Returns 0 when it ran to the end (checks may have failed), -1 when it
      * could not (err filled; the cell becomes an error). */
     int (*run)(gt_suite_ctx *ctx, gt_err *err);
+    /* The same suite against an OpenAI-compatible server (an "http" backend
+     * entry: ctx->endpoint set, ctx->backend NULL). NULL: the suite cannot
+     * judge a server through its API; the worker reports it as a skip. */
+    int (*run_http)(gt_suite_ctx *ctx, gt_err *err);
 } gt_suite;
 
 /* What the worker provides; a suite uses the helpers below, not these. */
@@ -136,7 +140,13 @@ struct gt_suite_ctx {
     const gt_suite *suite;
     const gt_suite_host *host;
     void *host_data;
-    gt_backend *backend;       /* the cell's backend, opened once */
+    gt_backend *backend;       /* the cell's backend, opened once; NULL for http */
+    /* http cells: the API base URL ("http://127.0.0.1:8080/v1") and the model
+     * name to send in requests (NULL: the first id of GET /v1/models). The
+     * matrix model (model_path, model_sha256) is what the server is expected
+     * to serve: suites compare the server with the reference backend on it. */
+    const char *endpoint;
+    const char *served_model;
     gt_model *model;           /* shared model, loaded on first gt_suite_model */
     int n_failed;              /* failed checks/metrics so far in this cell */
 };
