@@ -320,8 +320,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
     if (n <= 0)
         return gt_err_set(err, "nothing to evaluate (0 tokens)");
     if (n > s->n_ctx - s->n_past)
-        return gt_err_set(err, "%d tokens do not fit: context is %d and %d positions are used",
-                          n, s->n_ctx, s->n_past);
+        return gt_err_set(err, "%d token%s do%s not fit: context is %d and %d positions are used",
+                          n, n == 1 ? "" : "s", n == 1 ? "es" : "", s->n_ctx, s->n_past);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return gt_err_set(err, "token %d at index %d is outside the vocabulary (0..%d)",
