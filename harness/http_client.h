@@ -22,6 +22,9 @@ typedef struct gt_http_reply {
     double total_s;     /* request start to last byte */
     double first_s;     /* request start to the first body byte (or first SSE event) */
     int n_events;       /* server-sent events received ("data:" lines, [DONE] excluded) */
+    /* Additions (stream only): */
+    double last_s;      /* request start to the last SSE event */
+    int done;           /* "data: [DONE]" was received */
 } gt_http_reply;
 
 /* Call once per process before threads start (curl_global_init). */
@@ -35,6 +38,12 @@ int gt_http_get(const char *url, double timeout_s, gt_http_reply *out, gt_err *e
 int gt_http_post_json(const char *url, const cJSON *body, int stream, double timeout_s,
                       gt_http_reply *out, gt_err *err);
 
+/* POST n bytes of body as they are (Content-Type: application/json): for
+ * requests cJSON would not produce, such as malformed JSON in tests. */
+int gt_http_post_raw(const char *url, const char *body, size_t n, int stream, double timeout_s,
+                     gt_http_reply *out, gt_err *err);
+
+/* Frees body (safe on a reply whose call failed: it was zeroed). */
 void gt_http_reply_free(gt_http_reply *r);
 
 /* Polls GET url every 100 ms until it answers 200 or timeout_s passes;
