@@ -87,6 +87,13 @@ static const char *const MIGRATIONS[] = {
     "CREATE INDEX metrics_cell ON metrics(cell);"
     "CREATE INDEX cells_status ON cells(run_id, status);"
     "CREATE INDEX runs_matrix ON runs(matrix_name, tier, started_at);",
+    /* 2: a merged run remembers what was merged into it, so the gate can
+     * tell "one shard's database" (judged on its own cells) from "the whole
+     * run, missing a shard" (which must fail). */
+    "CREATE TABLE run_merges ("
+    " id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " source TEXT NOT NULL, shards TEXT NOT NULL, merged_at REAL NOT NULL,"
+    " UNIQUE (run_id, source, shards));",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

@@ -20,6 +20,13 @@
  *               run_id, part_key (unique), shard_index (1-based), shard_count,
  *               host, tool_version, git_sha, argv, started_at, finished_at,
  *               status
+ *   run_merges  what `gauntlet merge` put into a run (schema 2): run_id,
+ *               source (the merged file, or the source row's own source when
+ *               a merged file is merged again), shards (the source's parts as
+ *               "I/N" list, comma-separated), merged_at. A run with rows here
+ *               is a whole run: the gate expects all n_cells of it, from
+ *               every shard 1..N; a run without is one invocation's database
+ *               (a shard is judged on its own cells).
  *   devices     what a worker saw: run_id, host, backend, driver_profile,
  *               name, kind, driver, driver_version, memory (bytes), extra
  *   cells       run_id, cell_id ("model/quant/backend/driver", unique per
@@ -60,7 +67,7 @@
 
 #include "gt/error.h"
 
-#define GT_DB_SCHEMA_VERSION 1
+#define GT_DB_SCHEMA_VERSION 2
 
 typedef struct gt_db gt_db;
 

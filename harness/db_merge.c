@@ -9,7 +9,9 @@
  *
  * A run that exists on both sides (shards of one CI run share a run key)
  * becomes one run: the earliest start, the latest finish, and status
- * complete once no cell is pending. */
+ * complete once no cell is pending. Each merged source is noted in
+ * run_merges: a run that was merged is judged by the gate as the whole run
+ * (every shard present), not as the shard it may have come from. */
 #include "db.h"
 
 #include <string.h>
@@ -69,8 +71,37 @@ static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, gt_err *err)
     return 0;
 }
 
-static int merge_run(gt_db *db, int64_t src_run, const char *run_key, gt_db_merge_stats *stats,
-                     gt_err *err)
+/* Remembers that src_path's part of the run was merged in (and what its
+ * source had merged, when it is itself a merged file): the gate then
+ * expects the whole run. */
+static int record_merge(gt_db *db, int64_t src_run, int64_t dst_run, const char *src_path,
+                        gt_err *err)
+{
+    if (run_sql(db,
+                "INSERT OR IGNORE INTO main.run_merges (run_id, source, shards, merged_at)"
+                " SELECT ?2, source, shards, merged_at FROM src.run_merges WHERE run_id = ?1",
+                src_run, dst_run, 0, err) != 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "INSERT OR IGNORE INTO main.run_merges (run_id, source, shards,"
+                           " merged_at) VALUES (?2, ?3, COALESCE((SELECT group_concat(s, ',')"
+                           " FROM (SELECT DISTINCT shard_index || '/' || shard_count AS s"
+                           " FROM src.run_parts WHERE run_id = ?1 ORDER BY shard_index)), ''),"
+                           " ?4)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "recording the merge");
+    sqlite3_bind_int64(st, 1, src_run);
+    sqlite3_bind_int64(st, 2, dst_run);
+    gt_dbi_bind_text(st, 3, src_path);
+    sqlite3_bind_double(st, 4, gt_db_now());
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : gt_dbi_sqlerr(db, err, "recording the merge");
+}
+
+static int merge_run(gt_db *db, int64_t src_run, const char *run_key, const char *src_path,
+                     gt_db_merge_stats *stats, gt_err *err)
 {
     sqlite3 *h = gt_db_sqlite(db);
     gt_db_run dst;
@@ -116,7 +147,8 @@ static int merge_run(gt_db *db, int64_t src_run, const char *run_key, gt_db_merg
                 " kind, driver, driver_version, memory, extra) SELECT ?2, host, backend,"
                 " driver_profile, name, kind, driver, driver_version, memory, extra"
                 " FROM src.devices WHERE run_id = ?1",
-                src_run, dst.id, 0, err) != 0)
+                src_run, dst.id, 0, err) != 0 ||
+        record_merge(db, src_run, dst.id, src_path, err) != 0)
         return -1;
 
     sqlite3_stmt *cells, *mine;
@@ -203,7 +235,7 @@ int gt_db_merge(gt_db *dst, const char *src_path, gt_db_merge_stats *st, gt_err 
             while (rc == 0 && sqlite3_step(runs) == SQLITE_ROW) {
                 char key[160];
                 snprintf(key, sizeof key, "%s", sqlite3_column_text(runs, 1));
-                rc = merge_run(dst, sqlite3_column_int64(runs, 0), key, st, err);
+                rc = merge_run(dst, sqlite3_column_int64(runs, 0), key, src_path, st, err);
             }
             sqlite3_finalize(runs);
         }

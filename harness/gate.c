@@ -133,12 +133,149 @@ static int regressions(gt_db *db, int64_t cell, const char *cell_id, gt_db *base
     return n;
 }
 
+/* Cells of shard k (1-based) of n among a tier's n_cells: those with
+ * index % n == k - 1 (cmd_qualify.c's split). */
+static int shard_cells(int n_cells, int k, int n)
+{
+    return n_cells / n + (k - 1 < n_cells % n ? 1 : 0);
+}
+
+static int64_t run_int(gt_db *db, const char *sql, int64_t run_id)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db), sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run_id);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return v;
+}
+
+/* Prints, capped, the expansion indexes of shard k/n (all cells for n = 1)
+ * that have no row in the run. */
+static void absent_indexes(gt_db *db, int64_t run_id, int n_cells, int k, int n, FILE *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db), "SELECT 1 FROM cells WHERE run_id = ? AND idx = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    int shown = 0, more = 0;
+    for (int i = k - 1; i < n_cells; i += n) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int(st, 2, i);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            continue;
+        if (shown < 16)
+            fprintf(out, "%s%d", shown++ ? ", " : "", i);
+        else
+            more++;
+    }
+    sqlite3_finalize(st);
+    if (more)
+        fprintf(out, " and %d more", more);
+}
+
+/* Whether the run holds every cell it was planned with. Only a merged run
+ * (run_merges has rows) is held to that: it stands for the whole run, so
+ * a shard whose database never arrived leaves its cells out and must fail
+ * the gate. A database that was not merged is one invocation's (a shard,
+ * or an unsharded run whose cells were all added as pending) and is judged
+ * on the cells it has. Prints a FAIL line per incomplete shard and returns
+ * how many cells never ran; *note receives the summary's remark. */
+static int coverage(gt_db *db, int64_t run_id, FILE *out, char *note, size_t cap)
+{
+    note[0] = '\0';
+    int64_t n_cells = run_int(db, "SELECT n_cells FROM runs WHERE id = ?", run_id);
+    int64_t shards = run_int(db, "SELECT COALESCE(MAX(shard_count), 1) FROM run_parts"
+                               " WHERE run_id = ?", run_id);
+    int64_t merged = run_int(db, "SELECT COUNT(*) FROM run_merges WHERE run_id = ?", run_id);
+    if (n_cells <= 0 || shards < 1 || shards > 1000000)
+        return 0;
+    int n = (int)shards;
+    if (merged <= 0) {
+        int64_t k = run_int(db, "SELECT MIN(shard_index) FROM run_parts WHERE run_id = ?"
+                              " AND shard_count > 1", run_id);
+        int64_t k2 = run_int(db, "SELECT MAX(shard_index) FROM run_parts WHERE run_id = ?"
+                               " AND shard_count > 1", run_id);
+        if (n > 1 && k >= 1 && k == k2)
+            snprintf(note, cap, "; shard %d/%d alone, judged on its own %d of the run's %d"
+                                " cells (merge the shards to gate the whole run)",
+                     (int)k, n, shard_cells((int)n_cells, (int)k, n), (int)n_cells);
+        return 0;
+    }
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "SELECT COUNT(*) FROM cells WHERE run_id = ?1 AND idx >= 0"
+                           " AND idx < ?2 AND idx % ?3 = ?4",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    int absent = 0, missing_shards = 0;
+    char which[160] = "";
+    for (int k = 1; k <= n; k++) {
+        int want = shard_cells((int)n_cells, k, n);
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, n_cells);
+        sqlite3_bind_int(st, 3, n);
+        sqlite3_bind_int(st, 4, k - 1);
+        int have = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        if (have >= want)
+            continue;
+        absent += want - have;
+        bool part = false;
+        sqlite3_stmt *ps;
+        if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                               "SELECT 1 FROM run_parts WHERE run_id = ? AND shard_index = ?"
+                               " AND shard_count = ?",
+                               -1, &ps, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(ps, 1, run_id);
+            sqlite3_bind_int(ps, 2, k);
+            sqlite3_bind_int(ps, 3, n);
+            part = sqlite3_step(ps) == SQLITE_ROW;
+            sqlite3_finalize(ps);
+        }
+        if (n == 1)
+            fprintf(out, "FAIL run: %d of its %d cells never ran (not in the database;"
+                         " expansion indexes ",
+                    want - have, want);
+        else if (!part && have == 0)
+            fprintf(out, "FAIL shard %d/%d missing: no database of it was merged; its %d"
+                         " cells never ran (expansion indexes ",
+                    k, n, want);
+        else
+            fprintf(out, "FAIL shard %d/%d incomplete: %d of its %d cells never ran"
+                         " (expansion indexes ",
+                    k, n, want - have, want);
+        absent_indexes(db, run_id, (int)n_cells, k, n, out);
+        fprintf(out, ")\n");
+        if (n > 1) {
+            size_t len = strlen(which);
+            if (len < sizeof which - 16)
+                snprintf(which + len, sizeof which - len, "%s%d/%d", missing_shards ? ", " : "",
+                         k, n);
+            missing_shards++;
+        }
+    }
+    sqlite3_finalize(st);
+    if (absent && missing_shards)
+        snprintf(note, cap, "; %d cells of the run's %d never ran: shard%s %s", absent,
+                 (int)n_cells, missing_shards > 1 ? "s" : "", which);
+    else if (absent)
+        snprintf(note, cap, "; %d cells of the run's %d never ran", absent, (int)n_cells);
+    return absent;
+}
+
 int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id, FILE *out,
                  gt_err *err)
 {
     policy p;
     if (read_policy(db, run_id, &p, err) != 0)
         return -1;
+    char cover[400];
+    int absent = coverage(db, run_id, out, cover, sizeof cover);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(gt_db_sqlite(db),
                            "SELECT id, cell_id, status, required, COALESCE(reason, '')"
@@ -180,7 +317,7 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
             snprintf(summary + len, sizeof summary - len, "%s%d %s", len ? ", " : "", counts[s],
                      gt_status_name(s));
         }
-    bool pass = bad == 0 && regress == 0 && n > 0;
+    bool pass = bad == 0 && regress == 0 && absent == 0 && n > 0;
     fprintf(out, "gate: %s (%d cells: %s", pass ? "PASS" : "FAIL", n, n ? summary : "none");
     if (optional_bad)
         fprintf(out, "; %d optional cells not passing", optional_bad);
@@ -188,6 +325,7 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
         fprintf(out, "; %d required cells not in allowed statuses", bad);
     if (regress)
         fprintf(out, "; %d performance regressions", regress);
+    fputs(cover, out);
     if (!base_db && p.perf_pct >= 0)
         fprintf(out, "; no baseline, performance not compared");
     fprintf(out, ")\n");

@@ -10,7 +10,14 @@
  * pass, xfail, skip) and, with a baseline, no regress-flagged metric of a
  * required cell got worse than the threshold. Each failure is printed: the
  * cell, its status and reason, every failing check and every metric outside
- * its tolerance with value and bound. */
+ * its tolerance with value and bound.
+ *
+ * A merged run (`gauntlet merge`, recorded in run_merges) must also hold
+ * every one of the n_cells it was planned with: a shard whose database was
+ * never merged fails the gate by name ("shard 2/4 missing"), with the
+ * expansion indexes of its cells that never ran. A database that was not
+ * merged (one shard's own, gated by `qualify --shard`) is judged on its own
+ * cells, as before. */
 #ifndef GT_GATE_H
 #define GT_GATE_H
 

@@ -5,7 +5,9 @@
  * nothing), reruns replace rather than duplicate, the reference cache round
  * trip, schema versioning, `db check` catching damage, merges that are
  * idempotent and join shards into one run, and the gate's verdicts and
- * messages (cell, metric, value, tolerance; regressions against a baseline). */
+ * messages (cell, metric, value, tolerance; regressions against a baseline);
+ * a merged run missing a shard fails naming it, while one shard's own
+ * database is judged on its own cells. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +320,103 @@ START_TEST(gate_verdicts)
 }
 END_TEST
 
+/* Shard k/2 of run "m/ci/9" (4 cells: shard 1 has indexes 0, 2; shard 2
+ * has 1, 3) in its own file, every cell recorded as status. */
+static void make_shard(const char *name, int k, const char *status)
+{
+    gt_err err = {{0}};
+    gt_db *db = fresh(name);
+    gt_db_run_new nr = {"m/ci/9", "m", "s1", "{}", "m.json", "ci", NULL, 4};
+    int64_t run, part;
+    ck_assert_msg(gt_db_run_create(db, &nr, &run, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gt_db_part_begin(db, run, k, 2, "qualify --shard", &part, &err), 0);
+    gt_db_cell_new cells[2];
+    int n = 0;
+    for (int i = k - 1; i < 4; i += 2)
+        cells[n++] = (gt_db_cell_new){CELLS[i], "m", "q", "cpu", "default", i, true, "pass",
+                                      NULL};
+    ck_assert_int_eq(gt_db_cells_add(db, run, cells, n, &err), 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(record(db, run, cells[i].cell_id, status, 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(gt_db_part_end(db, part, "complete", &err), 0);
+    gt_db_close(db);
+}
+
+static int64_t run_id(gt_db *db)
+{
+    return q_int(db, "SELECT id FROM runs WHERE run_key = 'm/ci/9'");
+}
+
+START_TEST(gate_merged_shards)
+{
+    gt_err err = {{0}};
+    char out[8192];
+    gt_db_merge_stats st;
+    make_shard("s1.sqlite", 1, "pass");
+    make_shard("s2.sqlite", 2, "pass");
+
+    /* Each shard's own database, gated alone (as `qualify --shard` does), is
+     * judged on its own cells: it passes, saying so. */
+    gt_db *s1;
+    ck_assert_int_eq(gt_db_open(gt_test_tmp("s1.sqlite"), true, &s1, &err), 0);
+    ck_assert_int_eq(gate_text(s1, run_id(s1), NULL, 0, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "gate: PASS (2 cells"));
+    ck_assert_ptr_nonnull(strstr(out, "shard 1/2 alone"));
+    gt_db_close(s1);
+
+    /* Both shards merged: the whole run, every cell there: pass. */
+    gt_db *m = fresh("gm.sqlite");
+    ck_assert_int_eq(gt_db_merge(m, gt_test_tmp("s1.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gt_db_merge(m, gt_test_tmp("s2.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gate_text(m, run_id(m), NULL, 0, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "gate: PASS (4 cells: 4 pass)"));
+    ck_assert_ptr_null(strstr(out, "never ran"));
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM run_merges"), 2);
+    /* Merging again adds no merge record; merging the merged file again
+     * elsewhere keeps it whole. */
+    ck_assert_int_eq(gt_db_merge(m, gt_test_tmp("s1.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM run_merges"), 2);
+    ck_assert_int_eq(gt_db_check(m, stdout, &err), 0);
+    gt_db_close(m);
+    gt_db *m2 = fresh("gm2.sqlite");
+    ck_assert_int_eq(gt_db_merge(m2, gt_test_tmp("gm.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gate_text(m2, run_id(m2), NULL, 0, out, sizeof out), 0);
+    gt_db_close(m2);
+
+    /* Shard 2's database never arrived: the merged run fails, naming the
+     * shard and the cells that never ran, though every cell it has passed. */
+    gt_db *p = fresh("gpart.sqlite");
+    ck_assert_int_eq(gt_db_merge(p, gt_test_tmp("s1.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gate_text(p, run_id(p), NULL, 0, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "FAIL shard 2/2 missing") != NULL, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "its 2 cells never ran (expansion indexes 1, 3)"));
+    ck_assert_ptr_nonnull(strstr(out, "gate: FAIL (2 cells: 2 pass"));
+    ck_assert_ptr_nonnull(strstr(out, "2 cells of the run's 4 never ran: shard 2/2"));
+    ck_assert_ptr_null(strstr(out, "shard 1/2"));
+    gt_db_close(p);
+
+    /* A shard that arrived short of a cell: incomplete, that index named. */
+    gt_db *s2;
+    ck_assert_int_eq(gt_db_open(gt_test_tmp("s2.sqlite"), false, &s2, &err), 0);
+    ck_assert_int_eq(gt_db_exec(s2, "DELETE FROM cells WHERE idx = 3", &err), 0);
+    gt_db_close(s2);
+    gt_db *q = fresh("gq.sqlite");
+    ck_assert_int_eq(gt_db_merge(q, gt_test_tmp("s1.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gt_db_merge(q, gt_test_tmp("s2.sqlite"), &st, &err), 0);
+    ck_assert_int_eq(gate_text(q, run_id(q), NULL, 0, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "FAIL shard 2/2 incomplete: 1 of its 2 cells never ran"
+                              " (expansion indexes 3)") != NULL, "%s", out);
+    gt_db_close(q);
+
+    /* A failing cell in a shard alone still fails that shard's gate. */
+    make_shard("s1f.sqlite", 1, "fail");
+    ck_assert_int_eq(gt_db_open(gt_test_tmp("s1f.sqlite"), true, &s1, &err), 0);
+    ck_assert_int_eq(gate_text(s1, run_id(s1), NULL, 0, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "FAIL m/f32/cpu/default: fail"));
+    gt_db_close(s1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -327,6 +426,7 @@ int main(void)
     tcase_add_test(tc, check_finds_damage);
     tcase_add_test(tc, merge_joins_shards);
     tcase_add_test(tc, gate_verdicts);
+    tcase_add_test(tc, gate_merged_shards);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }
