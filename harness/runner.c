@@ -8,6 +8,7 @@
  * child that closes its descriptors but never exits still meets its
  * deadline. */
 #include "runner.h"
+#include "worker_lines.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,8 +54,7 @@ typedef struct slot {
     int fd_res, fd_log;   /* -1 once closed */
     double t_start, deadline;
     bool killed;          /* by the deadline */
-    char *res_buf;        /* partial result line */
-    size_t res_len, res_cap;
+    gt_wlines res;        /* partial result line */
     gt_outcome o;
     size_t log_len;
 } slot;
@@ -75,26 +75,19 @@ static void log_append(slot *s, const char *data, size_t n)
     s->o.log[s->log_len] = '\0';
 }
 
-static void take_line(slot *s, char *text)
+/* One line from fd 3 (gt_wlines_fn): parsed into the outcome; a bad one is
+ * quoted in the log, where the verdict's reason will point. */
+static void take_line(void *user, char *text)
 {
-    cJSON *o = cJSON_Parse(text);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        s->o.bad_lines++;
+    slot *s = user;
+    int held = gt_wlines_take(&s->o, text);
+    if (held < 0) {
         log_append(s, "[fd3] ", 6);
         log_append(s, text, strlen(text));
         log_append(s, "\n", 1);
-        return;
-    }
-    if (cJSON_GetArraySize(s->o.lines) == 0)
+    } else if (held == 1) {
         s->o.hello_ms = (mono() - s->t_start) * 1e3;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "t");
-    if (cJSON_IsString(t) && strcmp(t->valuestring, "done") == 0) {
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "worker_s");
-        if (cJSON_IsNumber(w))
-            s->o.worker_s = w->valuedouble;
     }
-    cJSON_AddItemToArray(s->o.lines, o);
 }
 
 static void read_results(slot *s)
@@ -106,30 +99,10 @@ static void read_results(slot *s)
     if (n <= 0) {
         close(s->fd_res);
         s->fd_res = -1;
-        if (s->res_len) { /* an unterminated last line: still a line */
-            s->res_buf[s->res_len] = '\0';
-            take_line(s, s->res_buf);
-            s->res_len = 0;
-        }
+        gt_wlines_end(&s->res, take_line, s);
         return;
     }
-    for (ssize_t i = 0; i < n; i++) {
-        if (s->res_len + 2 > s->res_cap) {
-            size_t nc = s->res_cap ? s->res_cap * 2 : 4096;
-            char *nb = realloc(s->res_buf, nc);
-            if (!nb)
-                return; /* drop the byte; the line will fail to parse and say so */
-            s->res_buf = nb;
-            s->res_cap = nc;
-        }
-        if (buf[i] == '\n') {
-            s->res_buf[s->res_len] = '\0';
-            take_line(s, s->res_buf);
-            s->res_len = 0;
-        } else {
-            s->res_buf[s->res_len++] = buf[i];
-        }
-    }
+    gt_wlines_feed(&s->res, buf, (size_t)n, take_line, s);
 }
 
 static void read_log(slot *s)
@@ -254,7 +227,7 @@ static void release(slot *s)
         close(s->fd_res);
     if (s->fd_log >= 0)
         close(s->fd_log);
-    free(s->res_buf);
+    gt_wlines_free(&s->res);
     cJSON_Delete(s->o.lines);
     free(s->o.log);
     memset(s, 0, sizeof *s);

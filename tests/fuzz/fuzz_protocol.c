@@ -5,14 +5,15 @@
  * A worker is untrusted in the sense that matters here: it may be crashing,
  * half-written, from another version, or a suite with a bug, and whatever it
  * wrote must become a recorded status, never a crash of the parent (which
- * holds the database and every other cell). The path reproduced is
- * runner.c take_line (each '\n'-separated line parsed with cJSON; a
- * non-object counts as a bad line), then gt_verdict_judge (harness/verdict.c)
- * and the cell's transaction gt_db_cell_record (harness/db_record.c) with
- * the lines split by "t" the way cmd_qualify.c on_done does.
+ * holds the database and every other cell). The path run is the parent's
+ * own: harness/worker_lines.c reassembling lines from chunked reads and
+ * parsing each (a non-object counts as a bad line), then gt_verdict_judge
+ * (harness/verdict.c) and the cell's transaction gt_db_cell_record
+ * (harness/db_record.c). Only the split of the lines by "t" into results,
+ * metrics and devices is a copy, of cmd_qualify.c on_done (static there).
  *
- * Input: byte 0 picks how the worker ended and whether the cell was expected
- * to xfail; the rest is what it wrote. "ref" lines are judged but not
+ * Input: byte 0 picks how the worker ended, whether the cell was expected
+ * to xfail and the size of the reads; the rest is what it wrote. "ref" lines are judged but not
  * recorded: recording one moves and unlinks the file it names, and a fuzzer
  * must not delete files. The database is a scratch file in $TMPDIR with
  * synchronous=OFF, created once per process. */
@@ -27,6 +28,7 @@
 #include "db.h"
 #include "runner.h"
 #include "verdict.h"
+#include "worker_lines.h"
 
 #define CELL "m/f32/reference/default"
 
@@ -68,22 +70,8 @@ static void open_db(void)
     atexit(drop_db);
 }
 
-static void take_line(gt_outcome *o, const char *text)
-{
-    cJSON *l = cJSON_Parse(text);
-    if (!cJSON_IsObject(l)) {
-        cJSON_Delete(l);
-        o->bad_lines++;
-        return;
-    }
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(l, "t");
-    if (cJSON_IsString(t) && strcmp(t->valuestring, "done") == 0) {
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(l, "worker_s");
-        if (cJSON_IsNumber(w))
-            o->worker_s = w->valuedouble;
-    }
-    cJSON_AddItemToArray(o->lines, l);
-}
+/* gt_wlines_fn: the parent's own line parser (harness/worker_lines.c). */
+static void take_line(void *user, char *text) { gt_wlines_take(user, text); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -105,13 +93,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data + 1, size - 1);
     text[size - 1] = '\0';
     o.log = strdup(text);
-    for (char *s = text, *e; s; s = e ? e + 1 : NULL) {
-        e = strchr(s, '\n');
-        if (e)
-            *e = '\0';
-        if (*s || e)
-            take_line(&o, s);
+    /* The stream arrives the way the runner's reads hand it over: in chunks
+     * whose size byte 0 picks (1 byte up to all of it), so a line split
+     * across reads takes the same path as in `gauntlet qualify`. */
+    static const size_t chunks[] = {1, 7, 4096, SIZE_MAX};
+    size_t chunk = chunks[(data[0] >> 4) & 3];
+    gt_wlines w = {0};
+    for (size_t at = 0; at < size - 1;) {
+        size_t n = size - 1 - at < chunk ? size - 1 - at : chunk;
+        gt_wlines_feed(&w, (const char *)data + 1 + at, n, take_line, &o);
+        at += n;
     }
+    gt_wlines_end(&w, take_line, &o);
+    gt_wlines_free(&w);
 
     gt_status raw, final;
     char reason[2048];
