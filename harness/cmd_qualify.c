@@ -66,6 +66,9 @@ static void help(FILE *f)
             "  --run-id ID        run id (default $GT_RUN_ID or the CI run id; shards of one\n"
             "                     run must share it to merge)\n"
             "  --shard I/N        run only cells with index %% N == I-1\n"
+            "  --backends LIST    run only the cells of these backend ids (comma-separated, as\n"
+            "                     in the cell ids: reference,cpu,serve-cpu); with --shard, the\n"
+            "                     cells of both; CI runs one list per hardware runner\n"
             "  -j, --jobs N       cells at once (default 1)\n"
             "  --cache-dir DIR    artifact cache (default $XDG_CACHE_HOME/gauntlet)\n"
             "  --junit FILE       write a JUnit XML report of the run (for CI test UIs)\n"
@@ -122,7 +125,7 @@ static bool needs_f32(const gt_mx_tier *t)
 /* The worker's spec for one cell (see worker.c). */
 static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c,
                        const gt_artifact *art, const gt_artifact *src, const gt_artifact *f32,
-                       const char *db_path, const char *scratch)
+                       const char *db_path, const char *scratch, const char *self_exe)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "cell", c->id);
@@ -143,6 +146,18 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
     cJSON_AddStringToObject(o, "source_sha256", src->sha256);
     if (f32 && f32->state == GT_ART_OK)
         cJSON_AddStringToObject(o, "f32_path", f32->path);
+    if (c->backend->is_http) { /* templates: the worker fills in port, paths, threads */
+        const gt_mx_http *h = &c->backend->http;
+        cJSON *http = cJSON_AddObjectToObject(o, "http");
+        cJSON_AddStringToObject(http, "endpoint", h->endpoint);
+        cJSON_AddStringToObject(http, "health", h->health);
+        if (h->start)
+            cJSON_AddItemToObject(http, "start", cJSON_Duplicate(h->start, 1));
+        if (h->model)
+            cJSON_AddStringToObject(http, "model", h->model);
+        cJSON_AddNumberToObject(http, "start_timeout_s", h->start_timeout_s);
+        cJSON_AddStringToObject(http, "gauntlet", self_exe);
+    }
     cJSON *suites = cJSON_AddArrayToObject(o, "suites");
     for (int i = 0; i < t->n_suites; i++)
         cJSON_AddItemToArray(suites, cJSON_CreateString(t->suites[i]));
@@ -277,6 +292,50 @@ static int open_baseline(const char *arg, gt_db *db, const char *matrix, const c
     return 0;
 }
 
+/* --backends LIST against the matrix: 0, or -1 with err naming the known ids. */
+static int check_backends(const gt_matrix *m, const char *list, gt_err *err)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    int n = 0;
+    for (char *b = strtok_r(buf, ",", &save); b; b = strtok_r(NULL, ",", &save), n++) {
+        bool known = false;
+        for (int i = 0; i < m->n_backends && !known; i++)
+            known = strcmp(m->backends[i].id, b) == 0;
+        if (!known) {
+            char names[512] = "";
+            for (int i = 0; i < m->n_backends; i++) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
+                         m->backends[i].id);
+            }
+            return gt_err_set(err, "--backends: %s has no backend \"%s\" (its backends: %s)",
+                              m->file, b, names);
+        }
+    }
+    if (n == 0)
+        return gt_err_set(err, "--backends expects a comma-separated list of backend ids");
+    return 0;
+}
+
+/* Whether backend id is in the comma-separated list (NULL = every backend). */
+static bool backend_selected(const char *list, const char *id)
+{
+    if (!list)
+        return true;
+    size_t n = strlen(id);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, id, n) == 0)
+            return true;
+        p += len;
+        if (*p)
+            p++;
+    }
+    return false;
+}
+
 static int parse_shard(const char *s, int *i, int *n)
 {
     char extra;
@@ -291,11 +350,11 @@ int cmd_qualify(int argc, char **argv)
         {"run-id", required_argument, NULL, 'i'},   {"shard", required_argument, NULL, 's'},
         {"jobs", required_argument, NULL, 'j'},     {"cache-dir", required_argument, NULL, 'c'},
         {"junit", required_argument, NULL, 'J'},    {"html", required_argument, NULL, 'H'},
-        {"markdown", required_argument, NULL, 'M'},
+        {"markdown", required_argument, NULL, 'M'}, {"backends", required_argument, NULL, 'B'},
         {"no-progress", no_argument, NULL, 'P'},    {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
-    const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL;
+    const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL, *backends = NULL;
     gt_report_outputs reports = {.threshold_pct = -1};
     int shard_i = 1, shard_n = 1, jobs = 1, opt;
     bool no_progress = false, quiet = false, shard_given = false;
@@ -308,6 +367,7 @@ int cmd_qualify(int argc, char **argv)
         case 'r': resume = optarg; break;
         case 'i': run_id_arg = optarg; break;
         case 'c': cache_dir = optarg; break;
+        case 'B': backends = optarg; break;
         case 'P': no_progress = true; break;
         case 'q': quiet = true; break;
         case 's':
@@ -343,6 +403,8 @@ int cmd_qualify(int argc, char **argv)
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
     if (gt_matrix_load(argv[optind], &m, &err) != 0)
+        goto fail;
+    if (backends && check_backends(m, backends, &err) != 0)
         goto fail;
     if (gt_db_open(db_path, false, &db, &err) != 0)
         goto fail;
@@ -414,7 +476,7 @@ int cmd_qualify(int argc, char **argv)
     int n_shard = 0;
     for (int i = 0; i < n_cells; i++) {
         const gt_cell *c = &cells[i];
-        if (c->index % shard_n != shard_i - 1)
+        if (c->index % shard_n != shard_i - 1 || !backend_selected(backends, c->backend->id))
             continue;
         nc[n_shard++] = (gt_db_cell_new){c->id, c->model->id, c->quant, c->backend->id,
                                          c->driver->id, c->index, c->required,
@@ -423,7 +485,7 @@ int cmd_qualify(int argc, char **argv)
     int r = gt_db_part_begin(db, q.run_id, shard_i, shard_n, argline, &q.part_id, &err);
     /* Continuing a run without --shard means "finish what this database
      * holds of it": its pending cells, whichever shard added them. */
-    bool continuing = found == 0 && !shard_given;
+    bool continuing = found == 0 && !shard_given && !backends;
     if (r == 0 && !continuing)
         r = gt_db_cells_add(db, q.run_id, nc, n_shard, &err);
     free(nc);
@@ -453,8 +515,9 @@ int cmd_qualify(int argc, char **argv)
         goto fail;
     }
     if (!quiet)
-        printf("qualify %s tier %s: %d cells (shard %d/%d: %d), run %s; db %s\n", m->name,
-               tier->name, n_cells, shard_i, shard_n, n_shard, key, db_path);
+        printf("qualify %s tier %s: %d cells (shard %d/%d%s%s: %d), run %s; db %s\n", m->name,
+               tier->name, n_cells, shard_i, shard_n, backends ? ", backends " : "",
+               backends ? backends : "", n_shard, key, db_path);
     int n_jobs = 0;
     bool f32 = needs_f32(tier);
     for (int i = 0; i < n_cells; i++) {
@@ -462,7 +525,8 @@ int cmd_qualify(int argc, char **argv)
         bool todo = false;
         for (int k = 0; k < n_pending && !todo; k++)
             todo = strcmp(pending[k], c->id) == 0;
-        if (!todo || c->index % shard_n != shard_i - 1)
+        if (!todo || c->index % shard_n != shard_i - 1 ||
+            !backend_selected(backends, c->backend->id))
             continue;
         cell_job *cj = &cjs[n_jobs];
         gt_job *job = &jv[n_jobs++];
@@ -497,7 +561,7 @@ int cmd_qualify(int argc, char **argv)
             cJSON_AddItemToArray(cj->artifacts, a1);
         if (a2)
             cJSON_AddItemToArray(cj->artifacts, a2);
-        job->spec = make_spec(m, tier, c, art, src, f, db_abs, scratch);
+        job->spec = make_spec(m, tier, c, art, src, f, db_abs, scratch, arts.self_exe);
         if (!job->spec)
             preset(cj, GT_ST_ERROR, "out of memory building the cell spec");
     }

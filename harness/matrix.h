@@ -47,14 +47,28 @@ typedef struct gt_mx_driver {
     const char *version; /* constraint on the device's driver version, e.g. ">=12.4" */
 } gt_mx_driver;
 
+/* An "http" backend entry: an OpenAI-compatible server qualified through
+ * its API. Templates may hold placeholders ({port} in endpoint/health;
+ * {gauntlet}, {model_path}, {port}, {threads} in start) that the worker
+ * fills in per cell. */
+typedef struct gt_mx_http {
+    const char *endpoint;  /* API base URL template, "http://127.0.0.1:{port}/v1" */
+    char health[512];      /* health URL template (default: endpoint's origin + "/health") */
+    const cJSON *start;    /* argv template (array of strings), NULL = a server already running */
+    const char *model;     /* model name sent in requests, NULL = the server's first */
+    double start_timeout_s; /* how long the health check may take */
+} gt_mx_http;
+
 typedef struct gt_mx_backend {
-    char id[65];
+    char id[65];      /* the backend axis value: a backend name, or an http entry's id */
     gt_mx_driver *drivers;
     int n_drivers;
     int threads;      /* -1 = matrix default */
     int device;
     double timeout_s; /* <0 = matrix default */
     int64_t memory_mb; /* <0 = matrix default, 0 = unlimited */
+    bool is_http;     /* an "http" entry: http below, one driver profile "default" */
+    gt_mx_http http;
 } gt_mx_backend;
 
 /* A cell pattern: a glob on the whole id, or one glob per axis. */

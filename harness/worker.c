@@ -12,6 +12,24 @@
  *   4. prints {"t":"done"} and exits 0.
  * Anything else (a signal, an exit without "done") is judged by the parent.
  *
+ * An http cell (the spec has "http": an OpenAI-compatible server, see
+ * matrices/README.md) opens no backend and checks no support. Instead:
+ *   1. with "start": picks a free port when the templates use {port}, fills
+ *      the placeholders and starts the server (server_proc.c: own process
+ *      group, dies with this worker, output into the cell's log);
+ *   2. polls the health URL until it answers 200, for start_timeout_s. A
+ *      server it started that exits or never gets healthy is a failed check
+ *      server.start quoting the server's last output lines (the thing under
+ *      test does not come up); an external endpoint that does not answer
+ *      makes the cell skip ("endpoint not reachable: ...");
+ *   3. records a device line (backend "http", name = endpoint, driver = the
+ *      model id the server lists at GET {endpoint}/models);
+ *   4. runs each suite's run_http (none: that suite is reported as skipped;
+ *      no suite at all: the cell skips);
+ *   5. stops the server: SIGTERM, up to 10 s, SIGKILL. A server that died
+ *      during the suites fails check server.exit; a nonzero exit after
+ *      SIGTERM is only logged.
+ *
  * Lines (one JSON object each, "t" says which):
  *   hello  {pid}                        device {backend, driver_profile, name, ...}
  *   skip   {reason}                     result {suite, check, status, message}
@@ -20,7 +38,8 @@
  *
  * Spec keys: cell, tier, model, quant, backend, driver_id, driver, version,
  * device, threads, seed, artifact, artifact_sha256, source_sha256, f32_path,
- * suites, settings, tolerances, db, scratch, data_dir.
+ * suites, settings, tolerances, db, scratch, data_dir; for http cells also
+ * http {endpoint, health, start, model, start_timeout_s, gauntlet}.
  * For debugging: `gauntlet worker --spec FILE` reads the spec from FILE and
  * prints the lines on stdout.
  *
@@ -44,8 +63,12 @@
 #include "db.h"
 #include "gt/backend.h"
 #include "gt/gguf.h"
+#include "http_client.h"
 #include "matrix.h"
+#include "server_proc.h"
 #include "suite.h"
+
+#define SERVER_STOP_GRACE_S 10
 
 typedef struct worker {
     FILE *out;
@@ -296,9 +319,295 @@ static void inject(const char *faults)
     }
 }
 
+/* The tier's suites in order (run, or run_http for an http cell); returns
+ * how many ran. */
+static int run_suites(worker *w, gt_suite_ctx *ctx, bool http)
+{
+    const cJSON *suites = cJSON_GetObjectItemCaseSensitive(w->spec, "suites");
+    const cJSON *settings = cJSON_GetObjectItemCaseSensitive(w->spec, "settings");
+    const char *stopped = NULL;
+    int ran = 0;
+    for (const cJSON *s = suites ? suites->child : NULL; s; s = s->next) {
+        const gt_suite *su = cJSON_IsString(s) ? gt_suite_find(s->valuestring) : NULL;
+        if (!su) {
+            host_result(w, "worker", "suite", GT_ST_ERROR, "unknown suite in spec");
+            continue;
+        }
+        ctx->suite = su;
+        int (*run)(gt_suite_ctx *, gt_err *) = http ? su->run_http : su->run;
+        if (!run) {
+            char why[160];
+            snprintf(why, sizeof why, "suite %s does not run over HTTP", su->name);
+            host_result(w, su->name, "run", GT_ST_SKIP, why);
+            continue;
+        }
+        if (stopped) {
+            host_result(w, su->name, "run", GT_ST_SKIP, stopped);
+            continue;
+        }
+        ctx->settings = settings ? cJSON_GetObjectItemCaseSensitive(settings, su->name) : NULL;
+        int failed_before = ctx->n_failed;
+        gt_err serr = {{0}};
+        ran++;
+        if (run(ctx, &serr) != 0) {
+            gt_suite_result(ctx, "run", GT_ST_ERROR, "%s", serr.msg[0] ? serr.msg : "suite failed");
+            stopped = "not run: an earlier suite could not run";
+        } else if (strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before) {
+            stopped = "not run: smoke failed";
+        }
+    }
+    return ran;
+}
+
+static void emit_done(worker *w, double t0)
+{
+    cJSON *done = line("done");
+    cJSON_AddNumberToObject(done, "worker_s", gt_suite_now() - t0);
+    emit(w, done);
+}
+
+/* tmpl with each "{key}" replaced by its value (matrix.c checked the names;
+ * an unknown one is left as written). */
+static void fill(const char *tmpl, const char *const *keys, const char *const *vals, char *out,
+                 size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = tmpl; *p && n + 1 < cap;) {
+        bool done = false;
+        for (int k = 0; *p == '{' && keys[k] && !done; k++) {
+            size_t kl = strlen(keys[k]);
+            if (!strncmp(p + 1, keys[k], kl) && p[1 + kl] == '}') {
+                n += (size_t)snprintf(out + n, cap - n, "%s", vals[k]);
+                if (n >= cap)
+                    n = cap - 1;
+                p += kl + 2;
+                done = true;
+            }
+        }
+        if (!done)
+            out[n++] = *p++;
+    }
+    out[n] = '\0';
+}
+
+/* Polls url until it answers 200; watches srv (may be NULL) meanwhile, so a
+ * server that exits is reported at once rather than at the deadline. */
+static int wait_healthy(gt_server_proc *srv, const char *url, double timeout_s, char *why,
+                        size_t cap)
+{
+    double end = gt_suite_now() + timeout_s;
+    gt_err err = {{0}};
+    snprintf(err.msg, sizeof err.msg, "no attempt");
+    for (;;) {
+        char how[160];
+        if (srv && gt_server_proc_exited(srv, how, sizeof how)) {
+            snprintf(why, cap, "the server %s before %s answered", how, url);
+            return -1;
+        }
+        double left = end - gt_suite_now();
+        if (left <= 0) {
+            const char *last = strstr(err.msg, "last attempt: ");
+            snprintf(why, cap, "%s did not answer 200 within %.3g s (last attempt: %s)", url,
+                     timeout_s, last ? last + 14 : err.msg);
+            return -1;
+        }
+        if (gt_http_wait_healthy(url, left < 0.5 ? left : 0.5, &err) == 0)
+            return 0;
+    }
+}
+
+/* The device line of an http cell: what the server says it serves. */
+static void emit_http_device(worker *w, const char *endpoint, const char *profile)
+{
+    char url[1200], model[256] = "", extra[512] = "";
+    snprintf(url, sizeof url, "%s/models", endpoint);
+    gt_http_reply r = {0};
+    gt_err err = {{0}};
+    if (gt_http_get(url, 10, &r, &err) == 0) {
+        cJSON *o = r.status == 200 && r.body ? cJSON_Parse(r.body) : NULL;
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
+        const cJSON *first = cJSON_IsArray(data) ? data->child : NULL;
+        const char *id = sget(first, "id"), *owner = sget(first, "owned_by");
+        if (id)
+            snprintf(model, sizeof model, "%s", id);
+        if (owner)
+            snprintf(extra, sizeof extra, "owned_by %s", owner);
+        if (!o)
+            snprintf(extra, sizeof extra, "GET %s: HTTP %ld", url, r.status);
+        cJSON_Delete(o);
+        gt_http_reply_free(&r);
+    } else {
+        snprintf(extra, sizeof extra, "%s", err.msg);
+    }
+    gt_device_info d = {0};
+    snprintf(d.backend, sizeof d.backend, "http");
+    snprintf(d.name, sizeof d.name, "%s", endpoint);
+    snprintf(d.kind, sizeof d.kind, "server");
+    snprintf(d.driver, sizeof d.driver, "%s", model);
+    snprintf(d.extra, sizeof d.extra, "%s", extra);
+    emit_device(w, &d, profile);
+}
+
+/* An http cell: start (or find) the server, run the suites over its API,
+ * stop it. See the top of this file. */
+static int run_http_cell(worker *w, const cJSON *http, double t0)
+{
+    const cJSON *spec = w->spec;
+    const char *backend = sget(spec, "backend"), *artifact = sget(spec, "artifact");
+    const char *profile = sget(spec, "driver_id");
+    const char *endpoint_t = sget(http, "endpoint"), *health_t = sget(http, "health");
+    const cJSON *start = cJSON_GetObjectItemCaseSensitive(http, "start");
+    if (!backend || !artifact || !profile || !endpoint_t || !health_t) {
+        host_result(w, "worker", "spec", GT_ST_ERROR,
+                    "spec lacks backend, artifact, driver_id or http.endpoint/health");
+        return 1;
+    }
+    cJSON *hello = line("hello");
+    cJSON_AddNumberToObject(hello, "pid", getpid());
+    emit(w, hello);
+    gt_err err = {{0}};
+    if (gt_http_global_init(&err) != 0) {
+        host_result(w, "worker", "http", GT_ST_ERROR, err.msg);
+        return 1;
+    }
+    /* {port}: only a started server gets one (matrix.c requires that). */
+    char port[16] = "", threads[16], gauntlet[4096];
+    int n_threads = (int)nget(spec, "threads", 0);
+    snprintf(threads, sizeof threads, "%d", n_threads);
+    const char *self = sget(http, "gauntlet");
+    snprintf(gauntlet, sizeof gauntlet, "%s", self ? self : "/proc/self/exe");
+    if (!strcmp(gauntlet, "/proc/self/exe")) { /* the file's name, for the log */
+        ssize_t n = readlink("/proc/self/exe", gauntlet, sizeof gauntlet - 1);
+        if (n > 0)
+            gauntlet[n] = '\0';
+        else
+            snprintf(gauntlet, sizeof gauntlet, "/proc/self/exe");
+    }
+    if (start && (strstr(endpoint_t, "{port}") || strstr(health_t, "{port}"))) {
+        int p = gt_server_proc_free_port(&err);
+        if (p < 0) {
+            host_result(w, "worker", "port", GT_ST_ERROR, err.msg);
+            return 1;
+        }
+        snprintf(port, sizeof port, "%d", p);
+    }
+    static const char *const KEYS[] = {"gauntlet", "model_path", "port", "threads", NULL};
+    const char *const vals[] = {gauntlet, artifact, port, threads, NULL};
+    char endpoint[1024], health[1024];
+    fill(endpoint_t, KEYS + 2, vals + 2, endpoint, sizeof endpoint); /* {port} only */
+    fill(health_t, KEYS + 2, vals + 2, health, sizeof health);
+    size_t el = strlen(endpoint);
+    while (el > 7 && endpoint[el - 1] == '/')
+        endpoint[--el] = '\0';
+
+    gt_server_proc *srv = NULL;
+    double timeout_s = nget(http, "start_timeout_s", 60);
+    if (cJSON_IsArray(start)) {
+        int argc = cJSON_GetArraySize(start);
+        char **argv = calloc((size_t)argc + 1, sizeof *argv);
+        char cmdline[2048] = "";
+        int i = 0;
+        for (const cJSON *a = start->child; argv && a; a = a->next, i++) {
+            char buf[4096];
+            fill(cJSON_IsString(a) ? a->valuestring : "", KEYS, vals, buf, sizeof buf);
+            argv[i] = strdup(buf);
+            size_t len = strlen(cmdline);
+            snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", buf);
+        }
+        int rc = -1;
+        bool ok = argv != NULL;
+        for (int k = 0; ok && k < argc; k++)
+            ok = argv[k] != NULL;
+        if (ok) {
+            fprintf(stderr, "worker: starting the server: %s\n", cmdline);
+            rc = gt_server_proc_start(argv, &srv, &err);
+        } else {
+            gt_err_set(&err, "out of memory");
+        }
+        for (int k = 0; argv && k < argc; k++)
+            free(argv[k]);
+        free(argv);
+        if (rc != 0) {
+            host_result(w, "server", "start", GT_ST_ERROR, err.msg);
+            emit_done(w, t0);
+            return 0;
+        }
+        fprintf(stderr, "worker: server pid %d; waiting up to %.3g s for %s\n",
+                (int)gt_server_proc_pid(srv), timeout_s, health);
+    }
+    double t_wait = gt_suite_now();
+    char why[1500];
+    if (wait_healthy(srv, health, timeout_s, why, sizeof why) != 0) {
+        if (!srv) {
+            skip(w, "endpoint not reachable: %s", why);
+            emit_done(w, t0);
+            return 0;
+        }
+        char how[200], tail[700], msg[2400];
+        gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
+        fprintf(stderr, "worker: the server %s\n", how);
+        /* After the stop: its output is all in by then. */
+        gt_server_proc_tail(srv, 3, tail, sizeof tail);
+        gt_server_proc_free(srv);
+        snprintf(msg, sizeof msg, "%s; the server's last output: %s", why,
+                 tail[0] ? tail : "(none)");
+        host_result(w, "server", "start", GT_ST_FAIL, msg);
+        emit_done(w, t0);
+        return 0;
+    }
+    if (srv) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s answered 200 after %.2f s", health, gt_suite_now() - t_wait);
+        host_result(w, "server", "start", GT_ST_PASS, msg);
+    }
+    emit_http_device(w, endpoint, profile);
+
+    char faults[512];
+    faults_for(w->cell, faults, sizeof faults);
+    inject(faults);
+
+    gt_suite_ctx ctx = {
+        .cell_id = w->cell, .tier = sget(spec, "tier"), .model_id = sget(spec, "model"),
+        .quant = sget(spec, "quant"), .backend_name = backend, .driver_id = profile,
+        .model_path = artifact, .model_sha256 = sget(spec, "artifact_sha256"),
+        .source_sha256 = sget(spec, "source_sha256"), .f32_path = sget(spec, "f32_path"),
+        .n_threads = n_threads, .seed = (uint64_t)nget(spec, "seed", 1),
+        .data_dir = sget(spec, "data_dir"),
+        .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
+        .host = &HOST, .host_data = w, .endpoint = endpoint,
+        .served_model = sget(http, "model"),
+    };
+    int ran = run_suites(w, &ctx, true);
+    gt_model_free(ctx.model);
+    if (ran == 0)
+        skip(w, "no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
+    if (srv) {
+        char how[200], early[200];
+        bool died = gt_server_proc_exited(srv, early, sizeof early);
+        int rc = gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
+        fprintf(stderr, "worker: the server %s\n", how);
+        if (died) {
+            char msg[1200], tail[700];
+            gt_server_proc_tail(srv, 3, tail, sizeof tail);
+            snprintf(msg, sizeof msg, "the server %s during the suites; its last output: %s",
+                     early, tail[0] ? tail : "(none)");
+            host_result(w, "server", "exit", GT_ST_FAIL, msg);
+        } else if (rc != 0) {
+            fprintf(stderr, "worker: note: the server did not exit cleanly on SIGTERM (%s)\n",
+                    how);
+        }
+        gt_server_proc_free(srv);
+    }
+    emit_done(w, t0);
+    return 0;
+}
+
 static int run_cell(worker *w, double t0)
 {
     const cJSON *spec = w->spec;
+    const cJSON *http = cJSON_GetObjectItemCaseSensitive(spec, "http");
+    if (cJSON_IsObject(http))
+        return run_http_cell(w, http, t0);
     const char *backend = sget(spec, "backend"), *artifact = sget(spec, "artifact");
     const char *driver = sget(spec, "driver"), *profile = sget(spec, "driver_id");
     const char *version = sget(spec, "version");
@@ -351,35 +660,10 @@ static int run_cell(worker *w, double t0)
         .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
         .host = &HOST, .host_data = w, .backend = b,
     };
-    const cJSON *suites = cJSON_GetObjectItemCaseSensitive(spec, "suites");
-    const cJSON *settings = cJSON_GetObjectItemCaseSensitive(spec, "settings");
-    const char *stopped = NULL;
-    for (const cJSON *s = suites ? suites->child : NULL; s; s = s->next) {
-        const gt_suite *su = cJSON_IsString(s) ? gt_suite_find(s->valuestring) : NULL;
-        if (!su) {
-            host_result(w, "worker", "suite", GT_ST_ERROR, "unknown suite in spec");
-            continue;
-        }
-        ctx.suite = su;
-        if (stopped) {
-            host_result(w, su->name, "run", GT_ST_SKIP, stopped);
-            continue;
-        }
-        ctx.settings = settings ? cJSON_GetObjectItemCaseSensitive(settings, su->name) : NULL;
-        int failed_before = ctx.n_failed;
-        gt_err serr = {{0}};
-        if (su->run(&ctx, &serr) != 0) {
-            gt_suite_result(&ctx, "run", GT_ST_ERROR, "%s", serr.msg[0] ? serr.msg : "suite failed");
-            stopped = "not run: an earlier suite could not run";
-        } else if (strcmp(su->name, "smoke") == 0 && ctx.n_failed > failed_before) {
-            stopped = "not run: smoke failed";
-        }
-    }
+    run_suites(w, &ctx, false);
     gt_model_free(ctx.model);
     gt_backend_close(b);
-    cJSON *done = line("done");
-    cJSON_AddNumberToObject(done, "worker_s", gt_suite_now() - t0);
-    emit(w, done);
+    emit_done(w, t0);
     return 0;
 }
 
