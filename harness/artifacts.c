@@ -5,6 +5,7 @@
  * the converter cannot take the harness down with it. */
 #include "artifacts.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "gt/gguf.h"
+#include "fetch.h"
 #include "gt/synth.h"
 #include "sha256.h"
 
@@ -129,6 +131,59 @@ static void add_tried(char *list, size_t cap, const char *p)
         snprintf(list + len, cap - len, "%s%s", len ? ", " : "", p);
 }
 
+/* A model found nowhere here that has a URL: download it into
+ * <cache>/models/<name> with gt_fetch (resume, retries, sha256 check;
+ * fetch.h), unless GT_NO_FETCH=1. True with art OK (and its sha256 known,
+ * so not hashed again); false leaves art->reason empty when no fetch was
+ * tried, else "artifact missing: <why the fetch failed>". In a dry run
+ * (plan) nothing is downloaded: the state says it would be. */
+static bool fetch_source(gt_artifacts *a, const gt_mx_model *md, const char *name,
+                         gt_artifact *art)
+{
+    const char *off = getenv("GT_NO_FETCH");
+    if (off && strcmp(off, "1") == 0)
+        return false;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/models", a->cache_dir);
+    if (!md->sha256) {
+        snprintf(art->reason, sizeof art->reason,
+                 "artifact missing: model %s is not here and the matrix gives no sha256 to"
+                 " verify a download of %s with", md->id, md->url);
+        return false;
+    }
+    if (a->dry_run) {
+        art->state = GT_ART_TO_MAKE;
+        snprintf(art->path, sizeof art->path, "%s/%s", dir, name);
+        snprintf(art->reason, sizeof art->reason, "download %s into %s (sha256-verified)",
+                 md->url, dir);
+        return true;
+    }
+    const char *urls[] = {md->url};
+    gt_fetch_req req = {.urls = urls, .n_urls = 1, .sha256 = md->sha256, .size = md->size,
+                        .name = name, .cache_dir = dir, .mirror_dir = "", .progress = -1};
+    gt_err err = {{0}};
+    if (mkdirs(dir) != 0) {
+        snprintf(art->reason, sizeof art->reason, "artifact missing: model %s: cannot create %s:"
+                 " %s", md->id, dir, strerror(errno));
+        return false;
+    }
+    if (gt_fetch(&req, art->path, sizeof art->path, &err) != 0) {
+        snprintf(art->reason, sizeof art->reason, "artifact missing: model %s: fetching %s: %s",
+                 md->id, md->url, err.msg);
+        return false;
+    }
+    if (!is_file(art->path, &art->size)) {
+        snprintf(art->reason, sizeof art->reason, "artifact missing: model %s: fetched %s is"
+                 " gone", md->id, art->path);
+        return false;
+    }
+    art->state = GT_ART_OK;
+    for (int i = 0; i < 64 && md->sha256[i]; i++) /* verified by gt_fetch; store lower-case */
+        art->sha256[i] = (char)tolower((unsigned char)md->sha256[i]);
+    art->sha256[64] = '\0';
+    return true;
+}
+
 static void find_source(gt_artifacts *a, const gt_mx_model *md, gt_artifact *art)
 {
     char tried[900] = "", cand[PATH_MAX];
@@ -186,7 +241,11 @@ static void find_source(gt_artifacts *a, const gt_mx_model *md, gt_artifact *art
         }
         add_tried(tried, sizeof tried, cand);
     }
+    if (md->url && name && fetch_source(a, md, name, art))
+        return;
     art->state = GT_ART_MISSING;
+    if (art->reason[0]) /* the fetch's own account of why it has no file */
+        return;
     snprintf(art->reason, sizeof art->reason, "artifact missing: model %s not found (tried %s)%s%s",
              md->id, tried, md->url ? "; get it with: gauntlet fetch " : "",
              md->url ? md->url : "");
@@ -251,7 +310,7 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
         return art;
     }
     find_source(a, md, art);
-    if (art->state != GT_ART_OK)
+    if (art->state != GT_ART_OK || art->sha256[0]) /* failed, or fetched and verified */
         return art;
     if (md->size >= 0 && art->size != (uint64_t)md->size) {
         art->state = GT_ART_ERROR;
@@ -361,7 +420,7 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
         return art;
     }
     const gt_artifact *src = gt_artifacts_source(a, md);
-    if (src->state == GT_ART_MISSING || src->state == GT_ART_ERROR) {
+    if (src->state != GT_ART_OK) { /* missing, wrong, or (plan) still to download */
         *art = *src;
         return art;
     }

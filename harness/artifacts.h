@@ -7,9 +7,14 @@
  *                 "path" (relative to the matrix base), then the file name
  *                 (its "file", or the last part of path/url) in each folder
  *                 of $GT_MODEL_MIRROR (colon-separated) and the matrix's
- *                 "mirror" list, then <cache>/models/. Missing everywhere:
- *                 the cells are skipped with "artifact missing" and the list
- *                 of places tried (downloading is `gauntlet fetch`'s job).
+ *                 "mirror" list, then <cache>/models/. Missing everywhere
+ *                 and the model has a "url" (and "sha256"): downloaded into
+ *                 <cache>/models/ by gt_fetch (fetch.h: resume, retries,
+ *                 sha256 and size verified); GT_NO_FETCH=1 turns that off.
+ *                 Still missing (no url, no sha256, the download failed or
+ *                 did not verify): the cells are skipped with "artifact
+ *                 missing" and the places tried or the fetch's error (a
+ *                 wrong file names both hashes).
  *   quant         the source itself when the source already is that type
  *                 (most tensor elements in it); else
  *                 <cache>/quants/<source sha256>-<quant>.gguf, made once by

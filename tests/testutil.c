@@ -1,10 +1,12 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int exists(const char *p)
@@ -64,6 +66,55 @@ void gt_test_write_file(const char *path, const void *data, size_t n)
     ck_assert_msg(f != NULL, "cannot create %s", path);
     ck_assert_uint_eq(fwrite(data, 1, n, f), n);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+char *gt_test_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+int gt_test_sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+int gt_test_run_in(const char *dir, char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[8192], line[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", dir, dir, cmd);
+    FILE *p = popen(line, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    char sink[4096]; /* the rest, so the command never blocks on a full pipe */
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int gt_test_run(Suite *s)

@@ -1,5 +1,6 @@
 /* testutil.h: what every Check test here shares: locating test models,
- * temporary files, and running a suite with CTest's skip convention. */
+ * temporary files, reading files and running commands, and running a suite
+ * with CTest's skip convention. */
 #ifndef GT_TESTUTIL_H
 #define GT_TESTUTIL_H
 
@@ -20,6 +21,19 @@ const char *gt_test_tmp(const char *name);
 
 /* Writes n bytes to path; fails the current test on error. */
 void gt_test_write_file(const char *path, const void *data, size_t n);
+
+/* The whole file, NUL-terminated (malloc'ed), or NULL when unreadable. */
+char *gt_test_slurp(const char *path);
+
+/* system() on a printf-formatted command line: its exit code, -1 when it
+ * did not exit normally. */
+int gt_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Runs a shell command line (env assignments allowed) in dir with
+ * XDG_CACHE_HOME=<dir>/cache; keeps stdout+stderr (truncated to cap) in out.
+ * Returns its exit code, or 128 + the signal that killed it. */
+int gt_test_run_in(const char *dir, char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Runs the suite (CK_ENV-controlled verbosity), returns the process exit code. */
 int gt_test_run(Suite *s);
