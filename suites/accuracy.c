@@ -52,6 +52,7 @@
 
 #include "greedy.h"
 #include "gt/session.h"
+#include "http_common.h"
 #include "metrics.h"
 #include "promptset.h"
 #include "suite.h"
@@ -76,6 +77,8 @@ static const gt_metric_def METRICS[] = {
      "greedy tokens before the first divergence from the reference, over all prompts"},
     {"greedy_first_div", "tokens", +1, false, NULL,
      "mean position of the first divergent greedy token (n_gen when none)"},
+    {"logprob_max_abs_diff", "nats", -1, false, NULL,
+     "http cells: max |server logprob - reference logprob| of the eval text's tokens"},
     {NULL},
 };
 
@@ -90,6 +93,7 @@ static const gt_setting_def SETTINGS[] = {
     {"max_prompts", GT_SET_INT, "prompts used for greedy agreement (default 0 = all)"},
     {"n_gen", GT_SET_INT, "greedy tokens per prompt (default 16; 0 = no greedy check)"},
     {"f32", GT_SET_BOOL, "compare with the f32 reference too (default true)"},
+    {"min_top1", GT_SET_NUM, "http cells: check top1 fails below this drift_top1 (default 0.9)"},
     {NULL},
 };
 
@@ -619,4 +623,5 @@ const gt_suite gt_suite_accuracy = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = accuracy_run,
+    .run_http = gt_accuracy_run_http,
 };

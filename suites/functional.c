@@ -28,6 +28,7 @@
 #include "greedy.h"
 #include "gt/session.h"
 #include "gt/tokenizer.h"
+#include "http_common.h"
 #include "promptset.h"
 #include "suite.h"
 
@@ -43,6 +44,10 @@ static const gt_metric_def METRICS[] = {
     {"roundtrip_failures", "count", -1, false, "{\"eq\": 0}",
      "prompts whose detokenized tokens differ from the text"},
     {"state_bytes", "bytes", 0, false, NULL, "serialized session state at the save point"},
+    {"seed_diff", "count", -1, false, "{\"eq\": 0}",
+     "http cells: tokens that differ between two temperature-0.8 requests with the same seed"},
+    {"seed_varies", "count", 0, false, NULL,
+     "http cells: 1 when another seed gives another text (info)"},
     {NULL},
 };
 
@@ -421,4 +426,5 @@ const gt_suite gt_suite_functional = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = functional_run,
+    .run_http = gt_functional_run_http,
 };

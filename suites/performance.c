@@ -28,6 +28,7 @@
 
 #include "gt/sampler.h"
 #include "gt/session.h"
+#include "http_common.h"
 #include "metrics.h"
 #include "suite.h"
 
@@ -44,6 +45,13 @@ static const gt_metric_def METRICS[] = {
     {"pp_spread", "ratio", -1, false, NULL, "interquartile range / median of pp_tps"},
     {"tg_spread", "ratio", -1, false, NULL, "interquartile range / median of tg_tps"},
     {"reps", "count", 0, false, NULL, "measured repetitions (after one warm-up)"},
+    {"http_tps", "tok/s", +1, true, NULL,
+     "http cells: generated tokens per second over all clients (server throughput)"},
+    {"latency_p50_ms", "ms", -1, true, NULL, "http cells: request latency, median"},
+    {"latency_p99_ms", "ms", -1, false, NULL, "http cells: request latency, 99th percentile"},
+    {"requests", "count", 0, false, NULL, "http cells: requests sent (after one warm-up)"},
+    {"errors", "count", -1, false, "{\"eq\": 0}",
+     "http cells: requests that failed (transport, status, error event, no [DONE])"},
     {NULL},
 };
 
@@ -54,6 +62,9 @@ static const gt_setting_def SETTINGS[] = {
     {"max_reps", GT_SET_INT, "repetitions at most while the spread is high (default 10)"},
     {"spread_pct", GT_SET_NUM, "spread above which repetitions are added (default 5)"},
     {"cells", GT_SET_STRINGS, "cell-id globs measured (default all; e.g. leave out reference)"},
+    {"n_clients", GT_SET_INT, "http cells: concurrent clients (default 4)"},
+    {"requests", GT_SET_INT, "http cells: requests per client (default 4)"},
+    {"duration_s", GT_SET_NUM, "http cells: send for this long instead of `requests` (default 0)"},
     {NULL},
 };
 
@@ -87,6 +98,8 @@ static bool selected(const gt_suite_ctx *c)
             return true;
     return false;
 }
+
+bool gt_performance_selected(const gt_suite_ctx *c) { return selected(c); }
 
 typedef struct rep {
     double pp_s, tg_s;
@@ -240,4 +253,5 @@ const gt_suite gt_suite_performance = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = performance_run,
+    .run_http = gt_performance_run_http,
 };

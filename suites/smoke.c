@@ -23,6 +23,7 @@
 #include "gt/sampler.h"
 #include "gt/session.h"
 #include "gt/tokenizer.h"
+#include "http_common.h"
 #include "sha256.h"
 #include "suite.h"
 
@@ -47,7 +48,10 @@ static const gt_setting_def SETTINGS[] = {
     {"n_tokens", GT_SET_INT, "tokens to generate per prompt (default 16)"},
     {"prompts", GT_SET_STRINGS, "prompts (default: three short story openings)"},
     {"n_ctx", GT_SET_INT, "session context (default 256)"},
-    {"reference", GT_SET_BOOL, "compare greedy tokens with the reference backend"},
+    {"reference", GT_SET_BOOL, "compare greedy tokens with the reference backend (http cells: "
+                               "default true)"},
+    {"min_ref_agreement", GT_SET_NUM, "http cells: check reference fails below this "
+                                      "ref_agreement (default 0.5)"},
     {NULL},
 };
 
@@ -177,6 +181,21 @@ static int reference_tokens(gt_suite_ctx *c, const gt_model *m, const char **pro
     return 0;
 }
 
+/* The prompts setting or the defaults (shared with http_smoke.c, whose
+ * reference greedy tokens share this suite's cache entry). */
+int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap)
+{
+    int n = 0;
+    const cJSON *pl = gt_suite_setting(c, "prompts");
+    for (const cJSON *p = pl ? pl->child : NULL; p && n < cap; p = p->next)
+        if (cJSON_IsString(p))
+            out[n++] = p->valuestring;
+    if (!pl)
+        for (size_t i = 0; i < sizeof DEFAULT_PROMPTS / sizeof *DEFAULT_PROMPTS && n < cap; i++)
+            out[n++] = DEFAULT_PROMPTS[i];
+    return n;
+}
+
 static int smoke_run(gt_suite_ctx *c, gt_err *err)
 {
     int n_tokens = (int)gt_suite_int(c, "n_tokens", 16);
@@ -274,4 +293,5 @@ const gt_suite gt_suite_smoke = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = smoke_run,
+    .run_http = gt_smoke_run_http,
 };

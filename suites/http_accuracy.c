@@ -1,0 +1,480 @@
+/* http_accuracy.c: the accuracy suite against an OpenAI-compatible server,
+ * through the logprobs it returns.
+ *
+ * A server gives no logits, only, per prompt token with echo, the logprob
+ * of that token and the top-N alternatives keyed by their text. So this
+ * measures what that allows, on the accuracy suite's window: the eval text
+ * is tokenized with the artifact's tokenizer and cut into the same chunks
+ * (n_ctx tokens, BOS first when the model adds one, the second half of each
+ * scored, max_scored). Each chunk's text (its tokens decoded) is sent as
+ * one completion with echo, max_tokens 0 (1 when a server rejects 0, the
+ * generated token then ignored), logprobs 1 and temperature 0. Positions are
+ * aligned by tokenizing that text locally: the server's token count must
+ * equal ours (check token_count, both counts in the message; a server that
+ * leaves the BOS out of the echo is aligned one off). At each scored
+ * position:
+ *   drift_top1   the server's top-1 alternative (the largest entry of
+ *                top_logprobs) is the text of the reference backend's argmax
+ *                on the artifact; the check top1 fails below the setting
+ *                min_top1 (default 0.9), the metric takes the matrix's
+ *                tolerance as the normal suite's does;
+ *   ppl, drift_ppl_ratio   from the logprobs of the actual tokens, the
+ *                server's perplexity and its ratio to the reference's;
+ *   logprob_max_abs_diff   max |server logprob - reference logprob| of the
+ *                actual token (0 up to printing precision when the server
+ *                computes exactly what the reference does).
+ * Then greedy agreement over the prompt set as the normal suite (metrics
+ * greedy_match, greedy_first_div; its cache entry), judged on text.
+ *
+ * The reference (argmax, actual token and its logprob per scored position)
+ * is cached under "accuracy-http", keyed by artifact, eval text and window. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt/backend.h"
+#include "gt/sampler.h"
+#include "gt/session.h"
+#include "gt/tokenizer.h"
+#include "greedy.h"
+#include "http_common.h"
+#include "metrics.h"
+#include "promptset.h"
+#include "suite.h"
+
+typedef struct ref_pos {
+    int32_t argmax, correct;
+    float lp; /* reference logprob of the correct token */
+} ref_pos;
+
+#define HTTP_BLOB_MAGIC 0x47544852u /* "GTHR" */
+
+typedef struct chunk {
+    char *text;   /* the chunk's tokens, decoded */
+    int32_t *ids; /* the artifact's tokenization of text (BOS rule) */
+    int n;
+    int first;    /* first scored position j (predicting ids[j+1]) */
+    int n_scored;
+} chunk;
+
+static void quote(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; s[i] && o + 3 < cap; i++) {
+        if (s[i] == '\n' || s[i] == '"' || s[i] == '\\') {
+            out[o++] = '\\';
+            out[o++] = s[i] == '\n' ? 'n' : s[i];
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The chunks of the accuracy window; returns the count, -1 with err. */
+static int make_chunks(gt_suite_ctx *c, const gt_model *m, int n_ctx, int max_scored,
+                       chunk **out, int *n_pos, char hash[65], char *path, size_t path_cap,
+                       gt_err *err)
+{
+    const gt_tokenizer *t = gt_model_tokenizer(m);
+    char *text;
+    size_t len;
+    if (gt_evaltext_load(c, gt_model_hparams(m)->n_vocab, &text, &len, hash, path, path_cap,
+                         err) != 0)
+        return -1;
+    int32_t *toks = malloc((len + 8) * sizeof *toks);
+    int n_tok = toks ? gt_tokenize(t, text, len, false, toks, (int)len + 8, err) : -1;
+    free(text);
+    if (n_tok <= 0 || n_tok > (int)len + 8) {
+        free(toks);
+        return n_tok < 0 ? -1 : gt_err_set(err, "cannot tokenize %s", path);
+    }
+    bool bos = gt_tokenizer_adds_bos(t) && gt_tokenizer_bos(t) >= 0;
+    int stride = bos ? n_ctx - 1 : n_ctx, per_chunk = n_ctx / 2;
+    int n_chunks = n_tok / stride;
+    if (max_scored > 0 && n_chunks > (max_scored + per_chunk - 1) / per_chunk)
+        n_chunks = (max_scored + per_chunk - 1) / per_chunk;
+    if (n_chunks < 1) {
+        free(toks);
+        return gt_err_set(err, "%s has %d tokens, fewer than one chunk of %d", path, n_tok,
+                          n_ctx);
+    }
+    chunk *ch = calloc((size_t)n_chunks, sizeof *ch);
+    if (!ch) {
+        free(toks);
+        return gt_err_set(err, "out of memory");
+    }
+    int budget = max_scored > 0 ? max_scored : n_chunks * per_chunk, pos = 0;
+    for (int i = 0; i < n_chunks; i++) {
+        const int32_t *src = toks + (size_t)i * stride;
+        int need = gt_detokenize(t, src, stride, NULL, 0);
+        ch[i].text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+        if (!ch[i].text)
+            goto oom;
+        gt_detokenize(t, src, stride, ch[i].text, (size_t)need + 1);
+        int cap = n_ctx * 2 + 8;
+        ch[i].ids = malloc((size_t)cap * sizeof *ch[i].ids);
+        if (!ch[i].ids)
+            goto oom;
+        ch[i].n = gt_greedy_tokenize(m, ch[i].text, ch[i].ids, cap, err);
+        if (ch[i].n < 0 || ch[i].n > cap) {
+            gt_err_set(err, "chunk %d of %s: cannot tokenize its text again", i, path);
+            goto fail;
+        }
+        ch[i].first = n_ctx / 2 - 1;
+        int ns = ch[i].n - 1 - ch[i].first;
+        if (ns > budget - pos)
+            ns = budget - pos;
+        ch[i].n_scored = ns > 0 ? ns : 0;
+        pos += ch[i].n_scored;
+    }
+    free(toks);
+    *out = ch;
+    *n_pos = pos;
+    return n_chunks;
+oom:
+    gt_err_set(err, "out of memory");
+fail:
+    for (int i = 0; i < n_chunks; i++) {
+        free(ch[i].text);
+        free(ch[i].ids);
+    }
+    free(ch);
+    free(toks);
+    return -1;
+}
+
+/* The reference at every scored position, cached or computed. */
+static int reference(gt_suite_ctx *c, const gt_model *m, const chunk *ch, int n_chunks,
+                     int n_pos, int n_ctx, const char *hash, ref_pos **out, bool *cached,
+                     gt_err *err)
+{
+    char settings[96], key[65];
+    snprintf(settings, sizeof settings, "n_ctx=%d;n_pos=%d;http-v1", n_ctx, n_pos);
+    gt_suite_ref_key(c, "accuracy-http", hash, settings, key);
+    size_t want = 8 + (size_t)n_pos * sizeof(ref_pos);
+    void *data = NULL;
+    size_t size = 0;
+    int got = gt_suite_ref_get(c, key, &data, &size, err);
+    if (got < 0)
+        return -1;
+    uint32_t head[2];
+    if (got == 0 && size == want && (memcpy(head, data, 8), head[0] == HTTP_BLOB_MAGIC) &&
+        (int)head[1] == n_pos) {
+        ref_pos *r = malloc((size_t)n_pos * sizeof *r + 1);
+        if (!r) {
+            free(data);
+            return gt_err_set(err, "out of memory");
+        }
+        memcpy(r, (char *)data + 8, (size_t)n_pos * sizeof *r);
+        free(data);
+        *out = r;
+        *cached = true;
+        return 0;
+    }
+    free(data);
+    *cached = false;
+    int n_vocab = gt_model_hparams(m)->n_vocab, max_n = 0;
+    for (int i = 0; i < n_chunks; i++)
+        max_n = ch[i].n > max_n ? ch[i].n : max_n;
+    char *blob = malloc(want);
+    float *x = malloc((size_t)max_n * (size_t)n_vocab * sizeof *x);
+    double *lp = malloc((size_t)n_vocab * sizeof *lp);
+    gt_backend *rb = NULL;
+    gt_session *s = NULL;
+    gt_backend_config cfg = {.n_threads = c->n_threads};
+    gt_session_params sp = {.n_ctx = max_n};
+    int rc = -1;
+    if (!blob || !x || !lp) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    if (gt_backend_open("reference", &cfg, &rb, err) != 0 ||
+        gt_session_new(m, rb, &sp, &s, err) != 0) {
+        gt_err_wrap(err, "reference backend");
+        goto out;
+    }
+    head[0] = HTTP_BLOB_MAGIC;
+    head[1] = (uint32_t)n_pos;
+    memcpy(blob, head, 8);
+    ref_pos *r = (ref_pos *)(blob + 8);
+    int pos = 0;
+    for (int i = 0; i < n_chunks && pos < n_pos; i++) {
+        if (ch[i].n_scored == 0)
+            continue;
+        if (gt_session_truncate(s, 0, err) != 0 ||
+            gt_session_eval(s, ch[i].ids, ch[i].n, true, x, err) != 0) {
+            gt_err_wrap(err, "reference backend, chunk %d", i);
+            goto out;
+        }
+        for (int k = 0; k < ch[i].n_scored; k++, pos++) {
+            int j = ch[i].first + k;
+            const float *xj = x + (size_t)j * n_vocab;
+            gt_log_softmax(xj, n_vocab, lp);
+            ref_pos p = {.argmax = gt_argmax(xj, n_vocab), .correct = ch[i].ids[j + 1],
+                         .lp = (float)lp[ch[i].ids[j + 1]]};
+            memcpy(&r[pos], &p, sizeof p);
+        }
+    }
+    if (gt_suite_ref_put(c, key, "accuracy http reference (argmax, token, logprob per position)",
+                         blob, want, err) != 0)
+        goto out;
+    ref_pos *res = malloc((size_t)n_pos * sizeof *res + 1);
+    if (!res) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    memcpy(res, blob + 8, (size_t)n_pos * sizeof *res);
+    *out = res;
+    rc = 0;
+out:
+    gt_session_free(s);
+    gt_backend_close(rb);
+    free(blob);
+    free(x);
+    free(lp);
+    return rc;
+}
+
+/* The key with the largest value of a top_logprobs object, or NULL. */
+static const char *top_key(const cJSON *top)
+{
+    const cJSON *best = NULL, *it;
+    cJSON_ArrayForEach(it, top)
+    {
+        if (cJSON_IsNumber(it) && (!best || it->valuedouble > best->valuedouble))
+            best = it;
+    }
+    return best ? best->string : NULL;
+}
+
+/* Greedy continuations of the prompt set vs the reference, on text. */
+static int greedy_http(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, gt_err *err)
+{
+    int n_gen = (int)gt_suite_int(c, "n_gen", 16);
+    if (n_gen <= 0)
+        return 0;
+    gt_promptset ps;
+    if (gt_promptset_load(c, gt_model_hparams(m)->n_vocab, (int)gt_suite_int(c, "max_prompts", 0),
+                          &ps, err) != 0)
+        return -1;
+    const int n_ctx = 512; /* as accuracy.c */
+    const char **prompts = malloc((size_t)ps.n * sizeof *prompts);
+    int32_t *ids = malloc(n_ctx * sizeof *ids);
+    int32_t *ref = NULL;
+    int rc = -1;
+    if (!prompts || !ids) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < ps.n; i++)
+        prompts[i] = ps.p[i].text;
+    char settings[64];
+    snprintf(settings, sizeof settings, "n_gen=%d;n=%d;v1", n_gen, ps.n);
+    bool cached;
+    if (gt_hc_ref_greedy(c, m, "accuracy-greedy", ps.sha256, settings, prompts, ps.n, n_gen,
+                         n_ctx, &ref, &cached, err) != 0)
+        goto out;
+    long same = 0, total = 0;
+    int used = 0, identical = 0;
+    for (int i = 0; i < ps.n; i++) {
+        int np = gt_greedy_tokenize(m, ps.p[i].text, ids, n_ctx, err);
+        if (np < 0)
+            goto out;
+        if (np < 1 || np + n_gen > n_ctx)
+            continue;
+        cJSON *req = gt_hc_request(t, ps.p[i].text, n_gen, 0);
+        gt_hc_completion cr;
+        gt_err e = {{0}};
+        int r = req ? gt_hc_complete(t, req, &cr, &e) : gt_err_set(&e, "out of memory");
+        cJSON_Delete(req);
+        if (r != 0) {
+            gt_suite_check(c, "greedy", false, "prompt %s: %s", ps.p[i].id, e.msg);
+            rc = 0;
+            goto out;
+        }
+        int k = gt_hc_agreement(m, ref + (size_t)i * n_gen, n_gen, cr.text, cr.finish);
+        gt_hc_completion_free(&cr);
+        same += k;
+        total += n_gen;
+        identical += k == n_gen;
+        used++;
+    }
+    if (used == 0) {
+        gt_suite_result(c, "greedy", GT_ST_SKIP, "no prompt of %s fits a context of %d", ps.path,
+                        n_ctx);
+    } else {
+        gt_suite_result(c, "greedy", GT_ST_PASS,
+                        "%s reference: %d of %d prompts identical for %d tokens; %ld of %ld "
+                        "tokens before the first divergence (server text)",
+                        cached ? "cached" : "computed", identical, used, n_gen, same, total);
+        gt_suite_metric(c, "greedy_match", (double)same / (double)total);
+        gt_suite_metric(c, "greedy_first_div", (double)same / used);
+    }
+    rc = 0;
+out:
+    free(prompts);
+    free(ids);
+    free(ref);
+    gt_promptset_free(&ps);
+    return rc;
+}
+
+int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
+{
+    int n_ctx = (int)gt_suite_int(c, "n_ctx", 128);
+    int max_scored = (int)gt_suite_int(c, "max_scored", 0);
+    double min_top1 = gt_suite_num(c, "min_top1", 0.9);
+    if (n_ctx < 8 || n_ctx > 4096 || max_scored < 0)
+        return gt_err_set(err, "accuracy settings: n_ctx must be 8..4096, max_scored >= 0");
+    gt_hc t;
+    if (gt_hc_open(c, true, &t, err) != 0)
+        return -1;
+    gt_model *m;
+    if (gt_suite_model(c, &m, err) != 0)
+        return -1;
+    chunk *ch = NULL;
+    int n_pos = 0;
+    char hash[65], path[1024];
+    int n_chunks = make_chunks(c, m, n_ctx, max_scored, &ch, &n_pos, hash, path, sizeof path,
+                               err);
+    if (n_chunks < 0)
+        return -1;
+    ref_pos *ref = NULL;
+    bool cached = false;
+    int rc = -1;
+    double t0 = gt_suite_now();
+    if (reference(c, m, ch, n_chunks, n_pos, n_ctx, hash, &ref, &cached, err) != 0)
+        goto out;
+    gt_suite_log(c, "reference %s in %.2f s", cached ? "cached" : "computed", gt_suite_now() - t0);
+
+    const gt_tokenizer *tok = gt_model_tokenizer(m);
+    bool bos = gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0;
+    int extra = 0; /* generated tokens in each answer (1 when max_tokens 0 is refused) */
+    long agree = 0, scored = 0;
+    int count_bad = 0, first_dis = -1;
+    char count_msg[400] = "", dis_msg[400] = "";
+    double nll_srv = 0, nll_ref = 0, lp_max = 0;
+    int pos = 0;
+    t0 = gt_suite_now();
+    for (int i = 0; i < n_chunks; i++) {
+        const chunk *k = &ch[i];
+        if (k->n_scored == 0)
+            continue;
+        gt_hc_completion cr;
+        gt_err e = {{0}};
+        int r = -1;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            cJSON *req = gt_hc_request(&t, k->text, extra, 0);
+            if (!req) {
+                gt_err_set(err, "out of memory");
+                goto out;
+            }
+            cJSON_AddBoolToObject(req, "echo", true);
+            cJSON_AddNumberToObject(req, "logprobs", 1);
+            r = gt_hc_complete(&t, req, &cr, &e);
+            cJSON_Delete(req);
+            if (r == 0 || cr.status != 400 || extra == 1)
+                break;
+            gt_suite_log(c, "max_tokens 0 refused (%s); asking for 1", e.msg);
+            extra = 1;
+        }
+        if (r != 0) {
+            gt_suite_check(c, "logprobs", false, "chunk %d: %s", i, e.msg);
+            rc = 0;
+            goto out;
+        }
+        const cJSON *lp = cr.logprobs;
+        const cJSON *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
+        const cJSON *tlp = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs");
+        const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens");
+        if (!cJSON_IsArray(tops) || !cJSON_IsArray(tlp) || !cJSON_IsArray(toks)) {
+            gt_suite_check(c, "logprobs", false,
+                           "chunk %d: the echo reply has no logprobs.tokens/token_logprobs/"
+                           "top_logprobs arrays (finish_reason \"%s\")",
+                           i, cr.finish);
+            gt_hc_completion_free(&cr);
+            rc = 0;
+            goto out;
+        }
+        int n_srv = cJSON_GetArraySize(toks) - extra;
+        int off = n_srv == k->n ? 0 : bos && n_srv == k->n - 1 ? -1 : 1 << 30;
+        bool usage_ok = cr.prompt_tokens < 0 || cr.prompt_tokens == k->n ||
+                        (off == -1 && cr.prompt_tokens == k->n - 1);
+        if (off == 1 << 30 || !usage_ok) {
+            if (!count_bad++)
+                snprintf(count_msg, sizeof count_msg,
+                         "chunk %d: the server has %d prompt tokens (usage.prompt_tokens %d), "
+                         "the artifact's tokenizer %d",
+                         i, n_srv, cr.prompt_tokens, k->n);
+            gt_hc_completion_free(&cr);
+            pos += k->n_scored;
+            continue;
+        }
+        for (int s = 0; s < k->n_scored; s++) {
+            int j = k->first + s, si = j + 1 + off;
+            const ref_pos *rp = &ref[pos + s];
+            const char *key = top_key(cJSON_GetArrayItem(tops, si));
+            char piece[256];
+            gt_hc_piece(m, rp->argmax, piece, sizeof piece);
+            bool same = key && strcmp(key, piece) == 0;
+            agree += same;
+            scored++;
+            if (!same && first_dis < 0) {
+                char qk[80], qp[80];
+                quote(key ? key : "(none)", qk, sizeof qk);
+                quote(piece, qp, sizeof qp);
+                first_dis = pos + s;
+                snprintf(dis_msg, sizeof dis_msg,
+                         "; first disagreement at chunk %d position %d: server \"%s\", "
+                         "reference \"%s\"",
+                         i, j + 1, qk, qp);
+            }
+            const cJSON *v = cJSON_GetArrayItem(tlp, si);
+            double ls = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+            nll_srv -= ls;
+            nll_ref -= rp->lp;
+            double d = fabs(ls - rp->lp);
+            if (!(d <= lp_max)) /* NaN (no logprob) makes it NaN */
+                lp_max = d;
+        }
+        pos += k->n_scored;
+        gt_hc_completion_free(&cr);
+    }
+    gt_suite_log(c, "%d chunks through the server in %.2f s", n_chunks, gt_suite_now() - t0);
+    if (count_bad)
+        gt_suite_check(c, "token_count", false, "%d of %d chunks: %s", count_bad, n_chunks,
+                       count_msg);
+    else
+        gt_suite_check(c, "token_count", true,
+                       "%d chunks of %s: the server's token counts equal the artifact's "
+                       "tokenizer's%s",
+                       n_chunks, path, extra ? " (max_tokens 0 refused: 1 used)" : "");
+    if (scored == 0) {
+        gt_suite_check(c, "top1", false, "no position could be scored (%d planned)", n_pos);
+        rc = 0;
+        goto out;
+    }
+    double top1 = (double)agree / (double)scored;
+    gt_suite_check(c, "top1", top1 >= min_top1,
+                   "%s reference; %ld/%ld positions: the server's top-1 is the reference "
+                   "backend's argmax (drift_top1 %.4f, min_top1 %.3g)%s",
+                   cached ? "cached" : "computed", agree, scored, top1, min_top1, dis_msg);
+    gt_suite_metric(c, "scored_tokens", (double)scored);
+    gt_suite_metric(c, "drift_top1", top1);
+    gt_suite_metric(c, "ppl", exp(nll_srv / (double)scored));
+    gt_suite_metric(c, "drift_ppl_ratio", exp((nll_srv - nll_ref) / (double)scored));
+    gt_suite_metric(c, "logprob_max_abs_diff", lp_max);
+    if (greedy_http(c, &t, m, err) != 0)
+        goto out;
+    rc = 0;
+out:
+    for (int i = 0; i < n_chunks; i++) {
+        free(ch[i].text);
+        free(ch[i].ids);
+    }
+    free(ch);
+    free(ref);
+    return rc;
+}

@@ -1,0 +1,286 @@
+/* http_common.c: see http_common.h. */
+#include "http_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "greedy.h"
+#include "gt/backend.h"
+#include "gt/session.h"
+#include "gt/tokenizer.h"
+
+int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err)
+{
+    memset(t, 0, sizeof *t);
+    if (!c->endpoint || !c->endpoint[0])
+        return gt_err_set(err, "http cell without an endpoint");
+    if (gt_http_global_init(err) != 0)
+        return -1;
+    snprintf(t->base, sizeof t->base, "%s", c->endpoint);
+    size_t n = strlen(t->base);
+    while (n > 0 && t->base[n - 1] == '/')
+        t->base[--n] = '\0';
+    snprintf(t->root, sizeof t->root, "%s", t->base);
+    if (n >= 3 && strcmp(t->root + n - 3, "/v1") == 0)
+        t->root[n - 3] = '\0';
+    if (c->served_model && c->served_model[0]) {
+        snprintf(t->model, sizeof t->model, "%s", c->served_model);
+        return 0;
+    }
+    if (!lookup)
+        return 0;
+    char url[600];
+    gt_hc_url(t, "/models", url, sizeof url);
+    gt_http_reply r;
+    if (gt_http_get(url, 30, &r, err) != 0)
+        return -1;
+    int rc = -1;
+    cJSON *o = r.status == 200 ? cJSON_Parse(r.body) : NULL;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "id");
+    if (cJSON_IsString(id)) {
+        snprintf(t->model, sizeof t->model, "%s", id->valuestring);
+        rc = 0;
+    } else {
+        gt_err_set(err, "GET %s: HTTP %ld, no data[0].id in: %.200s", url, r.status, r.body);
+    }
+    cJSON_Delete(o);
+    gt_http_reply_free(&r);
+    return rc;
+}
+
+void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s%s", t->base, path);
+}
+
+cJSON *gt_hc_request(const gt_hc *t, const char *prompt, int max_tokens, double temperature)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    if (t->model[0])
+        cJSON_AddStringToObject(o, "model", t->model);
+    cJSON_AddStringToObject(o, "prompt", prompt);
+    cJSON_AddNumberToObject(o, "max_tokens", max_tokens);
+    cJSON_AddNumberToObject(o, "temperature", temperature);
+    return o;
+}
+
+static int get_int(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? (int)v->valuedouble : -1;
+}
+
+int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->prompt_tokens = out->completion_tokens = -1;
+    out->text = out->finish = "";
+    char url[600];
+    gt_hc_url(t, "/completions", url, sizeof url);
+    gt_http_reply r;
+    if (gt_http_post_json(url, req, 0, GT_HC_TIMEOUT_S, &r, err) != 0)
+        return -1;
+    out->status = r.status;
+    out->total_s = r.total_s;
+    if (r.status != 200) {
+        gt_err_set(err, "POST %s: HTTP %ld: %.300s", url, r.status, r.body);
+        gt_http_reply_free(&r);
+        return -1;
+    }
+    out->root = cJSON_Parse(r.body);
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(out->root, "choices"), 0);
+    if (!ch) {
+        gt_err_set(err, "POST %s: the reply has no choices[0]: %.300s", url, r.body);
+        gt_http_reply_free(&r);
+        gt_hc_completion_free(out);
+        return -1;
+    }
+    gt_http_reply_free(&r);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ch, "text");
+    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(ch, "logprobs");
+    out->text = cJSON_IsString(text) ? text->valuestring : "";
+    out->finish = cJSON_IsString(fin) ? fin->valuestring : "";
+    out->logprobs = cJSON_IsObject(lp) ? lp : NULL;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(out->root, "usage");
+    out->prompt_tokens = get_int(u, "prompt_tokens");
+    out->completion_tokens = get_int(u, "completion_tokens");
+    return 0;
+}
+
+void gt_hc_completion_free(gt_hc_completion *r)
+{
+    cJSON_Delete(r->root);
+    r->root = NULL;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left): 0 invalid, -1 a
+ * valid start cut short by the end. */
+static int utf8_seq(const unsigned char *s, size_t n)
+{
+    int len;
+    unsigned min;
+    if (s[0] < 0x80)
+        return s[0] ? 1 : 0;
+    if ((s[0] & 0xe0) == 0xc0)
+        len = 2, min = 0x80;
+    else if ((s[0] & 0xf0) == 0xe0)
+        len = 3, min = 0x800;
+    else if ((s[0] & 0xf8) == 0xf0)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = s[0] & (0x7fu >> len);
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n)
+            return -1;
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+char *gt_hc_utf8_clean(const char *s, size_t n, bool drop_tail)
+{
+    char *out = malloc(n * 3 + 1), *o = out;
+    if (!out)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int l = utf8_seq(u + i, n - i);
+        if (l < 0 && drop_tail)
+            break;
+        if (l > 0) {
+            memcpy(o, u + i, (size_t)l);
+            o += l;
+            i += (size_t)l;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap)
+{
+    char raw[256];
+    int len = gt_token_to_bytes(gt_model_tokenizer(m), id, raw, sizeof raw);
+    len = len < 0 ? 0 : len > (int)sizeof raw ? (int)sizeof raw : len;
+    char *c = gt_hc_utf8_clean(raw, (size_t)len, false);
+    snprintf(out, cap, "%s", c ? c : "");
+    free(c);
+    return strlen(out);
+}
+
+int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_model *m, const char *kind, const char *data_hash,
+                     const char *settings, const char *const *prompts, int n, int n_gen,
+                     int n_ctx, int32_t **out, bool *cached, gt_err *err)
+{
+    char key[65];
+    gt_suite_ref_key(c, kind, data_hash, settings, key);
+    size_t want = (size_t)n * (size_t)n_gen * sizeof(int32_t);
+    void *data = NULL;
+    size_t size = 0;
+    int got = gt_suite_ref_get(c, key, &data, &size, err);
+    if (got < 0)
+        return -1;
+    if (got == 0 && size == want) {
+        *out = data;
+        *cached = true;
+        return 0;
+    }
+    free(data);
+    *cached = false;
+    int n_vocab = gt_model_hparams(m)->n_vocab;
+    int32_t *toks = calloc((size_t)n * (size_t)n_gen + 1, sizeof *toks);
+    int32_t *ids = malloc((size_t)n_ctx * sizeof *ids);
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    gt_backend *ref = NULL;
+    gt_session *s = NULL;
+    gt_backend_config cfg = {.n_threads = c->n_threads};
+    gt_session_params sp = {.n_ctx = n_ctx};
+    int rc = -1;
+    if (!toks || !ids || !logits) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    if (gt_backend_open("reference", &cfg, &ref, err) != 0 ||
+        gt_session_new(m, ref, &sp, &s, err) != 0) {
+        gt_err_wrap(err, "reference backend");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        int np = gt_greedy_tokenize(m, prompts[i], ids, n_ctx, err);
+        if (np < 0)
+            goto out;
+        if (np < 1 || np + n_gen > n_ctx)
+            continue;
+        if (gt_greedy_run(s, ids, np, n_gen, toks + (size_t)i * n_gen, logits, err) != 0) {
+            gt_err_wrap(err, "reference backend");
+            goto out;
+        }
+    }
+    if (gt_suite_ref_put(c, key, "greedy tokens (int32, prompts x n_gen)", toks, want, err) != 0)
+        goto out;
+    *out = toks;
+    toks = NULL;
+    rc = 0;
+out:
+    gt_session_free(s);
+    gt_backend_close(ref);
+    free(toks);
+    free(ids);
+    free(logits);
+    return rc;
+}
+
+int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *text,
+                    const char *finish)
+{
+    const gt_tokenizer *tok = gt_model_tokenizer(m);
+    int32_t eos = gt_tokenizer_eos(tok);
+    size_t tl = strlen(text);
+    char *raw = malloc((size_t)n * 256 + 1);
+    if (!raw)
+        return 0;
+    size_t len = 0;
+    int best = 0;
+    for (int k = 0; k < n; k++) {
+        if (ref[k] == eos) {
+            /* The reference ends here; a server that stopped with the same
+             * text agrees on everything there is. */
+            char *cl = gt_hc_utf8_clean(raw, len, false);
+            bool same = cl && strcmp(cl, text) == 0 && strcmp(finish, "stop") == 0;
+            free(cl);
+            best = same ? n : k;
+            break;
+        }
+        int l = gt_token_to_bytes(tok, ref[k], raw + len, 256);
+        len += l < 0 ? 0 : l > 256 ? 256 : (size_t)l;
+        char *cl = gt_hc_utf8_clean(raw, len, true);
+        size_t cn = cl ? strlen(cl) : 0;
+        bool prefix = cl && cn <= tl && memcmp(cl, text, cn) == 0;
+        free(cl);
+        if (!prefix)
+            break;
+        best = k + 1;
+    }
+    free(raw);
+    return best;
+}
+
+int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err)
+{
+    const gt_tokenizer *t = gt_model_tokenizer(m);
+    return gt_tokenize(t, text, strlen(text), gt_tokenizer_adds_bos(t), NULL, 0, err);
+}

@@ -1,0 +1,107 @@
+/* http_common.h: what the suites' http variants share (suites/http_*.c).
+ *
+ * An http cell qualifies an OpenAI-compatible server (ctx->endpoint, the API
+ * base ending in /v1) against the reference backend on the matrix's artifact
+ * (ctx->model_path). Everything here speaks the completions API only, the
+ * subset every such server implements: prompt as text, temperature, seed,
+ * max_tokens, stop, logprobs, echo, stream. Token ids never cross the wire:
+ * the suites tokenize locally with the artifact's tokenizer and compare text,
+ * so a server with its own tokenizer code is judged on what it returns.
+ *
+ * Requests have a total timeout (GT_HC_TIMEOUT_S); a transport failure or a
+ * non-200 answer comes back as -1 with a message naming the URL, the status
+ * and the start of the body, which the suites turn into failed checks. */
+#ifndef GT_SUITE_HTTP_COMMON_H
+#define GT_SUITE_HTTP_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../harness/http_client.h"
+#include "gt/model.h"
+#include "suite.h"
+
+#define GT_HC_TIMEOUT_S 120.0
+
+/* The server of an http cell: API base and the model name to request. */
+typedef struct gt_hc {
+    char base[512];   /* ctx->endpoint without a trailing '/' */
+    char root[512];   /* base without its trailing "/v1" (where /health lives) */
+    char model[256];  /* ctx->served_model, or the first id of GET {base}/models */
+} gt_hc;
+
+/* Fills t from the cell; with lookup, asks GET /models when the matrix names
+ * no model. -1 with err when the endpoint is unset or /models cannot say. */
+int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err);
+
+/* base + path ("/completions") into out. */
+void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap);
+
+/* {"model", "prompt", "max_tokens", "temperature"}: add the rest with cJSON. */
+cJSON *gt_hc_request(const gt_hc *t, const char *prompt, int max_tokens, double temperature);
+
+/* A parsed non-streaming completion. */
+typedef struct gt_hc_completion {
+    cJSON *root;           /* the whole reply (free with gt_hc_completion_free) */
+    const char *text;      /* choices[0].text ("" when absent) */
+    const char *finish;    /* choices[0].finish_reason, "" when absent or null */
+    const cJSON *logprobs; /* choices[0].logprobs, NULL when absent or null */
+    int prompt_tokens;     /* usage; -1 when absent */
+    int completion_tokens;
+    long status;
+    double total_s;
+} gt_hc_completion;
+
+/* POST {base}/completions; 0 for a 200 with a parseable body, else -1 (err
+ * names the status and the body, out->status is set when one came back). */
+int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err);
+void gt_hc_completion_free(gt_hc_completion *r);
+
+/* A malloc'ed NUL-terminated UTF-8 copy of s[0..n) with each invalid byte
+ * replaced by U+FFFD, the way a server must clean text for JSON. With
+ * drop_tail, a valid but unfinished sequence at the end is dropped instead
+ * (a prefix of a longer text). NULL when out of memory. */
+char *gt_hc_utf8_clean(const char *s, size_t n, bool drop_tail);
+
+/* The text of token id as the server would send it (UTF-8-cleaned bytes of
+ * the token, the space a SentencePiece piece stands for included) into out;
+ * returns its length. */
+size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap);
+
+/* Greedy continuations of prompts[0..n) on the reference backend (n_gen
+ * tokens each, EOS not special: exactly what the normal suites cache), from
+ * the reference cache under (kind, data_hash, settings) or computed and
+ * stored. Prompts longer than n_ctx - n_gen get zeros. *out is malloc'ed
+ * (n * n_gen). */
+int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_model *m, const char *kind, const char *data_hash,
+                     const char *settings, const char *const *prompts, int n, int n_gen,
+                     int n_ctx, int32_t **out, bool *cached, gt_err *err);
+
+/* How many of the reference's greedy tokens ref[0..n) the server's text
+ * reproduces: the largest k whose decoded pieces are a prefix of text. A
+ * reference that reaches EOS at k with the server stopping there ("stop",
+ * text equal) counts as n: the rest would come after the end. */
+int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *text,
+                    const char *finish);
+
+/* Local token count of text (the model's BOS rule), -1 with err. */
+int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err);
+
+/* Defined beside each suite's normal run (smoke.c shares its prompts). */
+int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap);
+bool gt_performance_selected(const gt_suite_ctx *c); /* the "cells" setting */
+
+/* The http variants (suites/http_<suite>.c), set as .run_http. Weak
+ * references: programs that link the suites from a static library for
+ * their tables only (tests/fuzz's replay targets, without libcurl) do not
+ * pull these files in, and see run_http NULL; the gauntlet program links
+ * every suite object, so there they are always defined. */
+int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
+int gt_functional_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
+int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
+int gt_performance_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
+
+#endif

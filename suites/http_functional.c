@@ -1,0 +1,258 @@
+/* http_functional.c: the functional suite against an OpenAI-compatible
+ * server: does it behave like an inference server should?
+ *   determinism  the same temperature-0 request twice gives the same text
+ *                (metric determinism_diff, as the normal suite's: the
+ *                tokens that differ, counted on the artifact's tokenization
+ *                of the two texts);
+ *   seed         temperature 0.8 with the same seed twice gives the same
+ *                text (metric seed_diff, {"eq": 0}); whether another seed
+ *                gives another text is reported as info (seed_varies: a
+ *                tiny model may well sample the same tokens);
+ *   max_tokens   a request for fewer tokens gets exactly that many
+ *                (usage.completion_tokens, finish_reason "length"), and its
+ *                text is the start of the longer one;
+ *   stop         a stop string taken from the middle of the temperature-0
+ *                text cuts the text just before its first occurrence, with
+ *                finish_reason "stop";
+ *   bad_request  max_tokens -1 is answered 400 with an error object.
+ * Prompt: the first of the cell's prompt set (as the normal suite). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt/tokenizer.h"
+#include "http_common.h"
+#include "promptset.h"
+#include "suite.h"
+
+/* Tokens that differ between the artifact's tokenizations of a and b
+ * (positions beyond the shorter count as different). */
+static int token_diff(const gt_model *m, const char *a, const char *b, int *first)
+{
+    const gt_tokenizer *t = gt_model_tokenizer(m);
+    size_t la = strlen(a), lb = strlen(b);
+    int32_t *ia = malloc((la + 8) * sizeof *ia), *ib = malloc((lb + 8) * sizeof *ib);
+    int na = ia ? gt_tokenize(t, a, la, false, ia, (int)la + 8, NULL) : -1;
+    int nb = ib ? gt_tokenize(t, b, lb, false, ib, (int)lb + 8, NULL) : -1;
+    int d = 0;
+    *first = -1;
+    if (na < 0 || nb < 0) {
+        d = strcmp(a, b) != 0;
+        *first = d ? 0 : -1;
+    } else {
+        int n = na > nb ? na : nb;
+        for (int i = 0; i < n; i++)
+            if (i >= na || i >= nb || ia[i] != ib[i]) {
+                if (*first < 0)
+                    *first = i;
+                d++;
+            }
+    }
+    free(ia);
+    free(ib);
+    return d;
+}
+
+static void quote(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; s[i] && o + 3 < cap; i++) {
+        if (s[i] == '\n' || s[i] == '"' || s[i] == '\\') {
+            out[o++] = '\\';
+            out[o++] = s[i] == '\n' ? 'n' : s[i];
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* One completion; NULL and a failed check named `check` when it fails. */
+static char *complete(gt_suite_ctx *c, const gt_hc *t, const char *check, cJSON *req,
+                      gt_hc_completion *out)
+{
+    gt_err e = {{0}};
+    int rc = req ? gt_hc_complete(t, req, out, &e) : gt_err_set(&e, "out of memory");
+    cJSON_Delete(req);
+    if (rc != 0) {
+        gt_suite_check(c, check, false, "%s", e.msg);
+        return NULL;
+    }
+    char *s = strdup(out->text);
+    if (!s)
+        gt_hc_completion_free(out);
+    return s;
+}
+
+static cJSON *sampled(const gt_hc *t, const char *prompt, int n, double temp, double seed)
+{
+    cJSON *q = gt_hc_request(t, prompt, n, temp);
+    if (q)
+        cJSON_AddNumberToObject(q, "seed", seed);
+    return q;
+}
+
+int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
+{
+    int n = (int)gt_suite_int(c, "n_tokens", 32);
+    if (n < 2)
+        return gt_err_set(err, "functional settings: n_tokens must be >= 2");
+    gt_hc t;
+    if (gt_hc_open(c, true, &t, err) != 0)
+        return -1;
+    gt_model *m;
+    if (gt_suite_model(c, &m, err) != 0)
+        return -1;
+    gt_promptset ps;
+    if (gt_promptset_load(c, gt_model_hparams(m)->n_vocab, 1, &ps, err) != 0)
+        return -1;
+    const char *prompt = ps.p[0].text;
+    char qa[300], qb[300];
+
+    /* Determinism at temperature 0. */
+    gt_hc_completion r1, r2;
+    char *a = complete(c, &t, "determinism", gt_hc_request(&t, prompt, n, 0), &r1);
+    char *b = a ? complete(c, &t, "determinism", gt_hc_request(&t, prompt, n, 0), &r2) : NULL;
+    if (a && b) {
+        int first, d = token_diff(m, a, b, &first);
+        quote(a, qa, sizeof qa);
+        quote(b, qb, sizeof qb);
+        if (d)
+            gt_suite_check(c, "determinism", false,
+                           "two temperature-0 requests: %d tokens differ, first at %d: \"%s\" "
+                           "vs \"%s\"",
+                           d, first, qa, qb);
+        else
+            gt_suite_check(c, "determinism", true,
+                           "two temperature-0 requests for %d tokens give the same text: \"%s\"",
+                           n, qa);
+        gt_suite_metric(c, "determinism_diff", d);
+        gt_hc_completion_free(&r2);
+    }
+    free(b);
+    const char *full = a ? a : NULL; /* the temperature-0 text, for max_tokens and stop */
+    int full_tokens = a ? r1.completion_tokens : -1;
+    const char *full_finish = a ? r1.finish : "";
+
+    /* Seed reproducibility at temperature 0.8. */
+    double seed = (double)(c->seed % 1000000007ull) + 1;
+    gt_hc_completion s1, s2, s3;
+    char *x = complete(c, &t, "seed", sampled(&t, prompt, n, 0.8, seed), &s1);
+    char *y = x ? complete(c, &t, "seed", sampled(&t, prompt, n, 0.8, seed), &s2) : NULL;
+    if (x && y) {
+        int first, d = token_diff(m, x, y, &first);
+        quote(x, qa, sizeof qa);
+        quote(y, qb, sizeof qb);
+        if (d)
+            gt_suite_check(c, "seed", false,
+                           "temperature 0.8, seed %.0f twice: %d tokens differ, first at %d: "
+                           "\"%s\" vs \"%s\"",
+                           seed, d, first, qa, qb);
+        else
+            gt_suite_check(c, "seed", true,
+                           "temperature 0.8, seed %.0f twice gives the same text: \"%s\"", seed,
+                           qa);
+        gt_suite_metric(c, "seed_diff", d);
+        char *z = complete(c, &t, "seed_other", sampled(&t, prompt, n, 0.8, seed + 1), &s3);
+        if (z) {
+            int f2, d2 = token_diff(m, x, z, &f2);
+            gt_suite_log(c, "seed %.0f vs %.0f: %d tokens differ", seed, seed + 1, d2);
+            gt_suite_metric(c, "seed_varies", d2 > 0);
+            gt_hc_completion_free(&s3);
+            free(z);
+        }
+        gt_hc_completion_free(&s2);
+    }
+    if (x)
+        gt_hc_completion_free(&s1);
+    free(x);
+    free(y);
+
+    /* max_tokens honoured, and a shorter request is a prefix. */
+    if (full) {
+        int k = n / 4 > 0 ? n / 4 : 1;
+        gt_hc_completion rk;
+        char *p = complete(c, &t, "max_tokens", gt_hc_request(&t, prompt, k, 0), &rk);
+        if (p) {
+            bool stopped = strcmp(rk.finish, "stop") == 0;
+            bool count_ok = stopped ? rk.completion_tokens <= k : rk.completion_tokens == k &&
+                                                                      strcmp(rk.finish, "length") == 0;
+            bool prefix = strncmp(full, p, strlen(p)) == 0;
+            quote(p, qa, sizeof qa);
+            gt_suite_check(c, "max_tokens", count_ok && prefix,
+                           "max_tokens %d: completion_tokens %d, finish_reason \"%s\"; text "
+                           "\"%s\" %s the start of the %d-token text",
+                           k, rk.completion_tokens, rk.finish, qa, prefix ? "is" : "is not",
+                           full_tokens);
+            gt_hc_completion_free(&rk);
+            free(p);
+        }
+    }
+
+    /* stop: a string from the middle of the temperature-0 text. */
+    size_t fl = full ? strlen(full) : 0;
+    if (full && fl >= 8) {
+        size_t at = fl / 2;
+        while (at > 0 && ((unsigned char)full[at] & 0xc0) == 0x80)
+            at--;
+        size_t sl = 0;
+        while (sl < 4 && at + sl < fl)
+            sl++;
+        while (at + sl < fl && ((unsigned char)full[at + sl] & 0xc0) == 0x80)
+            sl++; /* finish a UTF-8 sequence */
+        char stop[16];
+        snprintf(stop, sizeof stop, "%.*s", (int)sl, full + at);
+        size_t cut = (size_t)(strstr(full, stop) - full);
+        cJSON *req = gt_hc_request(&t, prompt, n, 0);
+        if (req)
+            cJSON_AddStringToObject(req, "stop", stop);
+        gt_hc_completion rs;
+        char *p = complete(c, &t, "stop", req, &rs);
+        if (p) {
+            bool ok = strlen(p) == cut && strncmp(p, full, cut) == 0 &&
+                      strcmp(rs.finish, "stop") == 0;
+            char qs[40];
+            quote(stop, qs, sizeof qs);
+            quote(p, qa, sizeof qa);
+            gt_suite_check(c, "stop", ok,
+                           "stop \"%s\": text \"%s\" (%zu bytes, expected the %zu before its "
+                           "first occurrence), finish_reason \"%s\"",
+                           qs, qa, strlen(p), cut, rs.finish);
+            gt_hc_completion_free(&rs);
+            free(p);
+        }
+    } else if (full) {
+        gt_suite_result(c, "stop", GT_ST_SKIP,
+                        "the temperature-0 text has %zu bytes (finish_reason \"%s\"), too short "
+                        "to take a stop string from",
+                        fl, full_finish);
+    }
+    if (a)
+        gt_hc_completion_free(&r1);
+    free(a);
+
+    /* A request the server must reject. */
+    cJSON *bad = gt_hc_request(&t, prompt, -1, 0);
+    char url[600];
+    gt_hc_url(&t, "/completions", url, sizeof url);
+    gt_http_reply br;
+    gt_err e = {{0}};
+    if (!bad) {
+        gt_promptset_free(&ps);
+        return gt_err_set(err, "out of memory");
+    }
+    if (gt_http_post_json(url, bad, 0, GT_HC_TIMEOUT_S, &br, &e) != 0) {
+        gt_suite_check(c, "bad_request", false, "%s", e.msg);
+    } else {
+        cJSON *bj = cJSON_Parse(br.body);
+        bool has_err = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(bj, "error"));
+        gt_suite_check(c, "bad_request", br.status == 400 && has_err,
+                       "max_tokens -1: HTTP %ld%s: %.200s", br.status,
+                       has_err ? "" : " without an error object", br.body);
+        cJSON_Delete(bj);
+        gt_http_reply_free(&br);
+    }
+    cJSON_Delete(bad);
+    gt_promptset_free(&ps);
+    return 0;
+}
