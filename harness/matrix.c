@@ -253,8 +253,6 @@ static int parse_http(const gt_jv *v, const cJSON *node, const char *path, gt_mx
                           "\"%s\" is a built-in backend's name; give the server entry its own "
                           "id (e.g. \"serve-%s\")",
                           b->id, b->id);
-    if (b->http.model && !b->http.model[0])
-        return gt_jv_fail(v, gt_jv_key(p, path, "model"), "expected a model name, got \"\"");
 
     bool endpoint_port = false, start_port = false, health_port = false;
     size_t origin = 0;

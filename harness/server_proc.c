@@ -188,7 +188,7 @@ static void describe(int status, char *how, size_t cap)
     } else if (WIFSIGNALED(status)) {
         char sig[96];
         gt_signal_describe(WTERMSIG(status), sig, sizeof sig);
-        snprintf(how, cap, "killed by %s", sig);
+        snprintf(how, cap, "was killed by %s", sig);
     } else {
         snprintf(how, cap, "ended with status 0x%x", status);
     }

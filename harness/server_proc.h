@@ -28,7 +28,7 @@ int gt_server_proc_start(char *const argv[], gt_server_proc **out, gt_err *err);
 pid_t gt_server_proc_pid(const gt_server_proc *p);
 
 /* Whether the server has exited (reaps it without blocking); when it has,
- * how[] describes it ("exited with code 1", "killed by SIGSEGV (...)"). */
+ * how[] describes it ("exited with code 1", "was killed by SIGSEGV (...)"). */
 bool gt_server_proc_exited(gt_server_proc *p, char *how, size_t cap);
 
 /* The last n lines (at most 16) of its output, joined by " | ". */

@@ -259,6 +259,55 @@ START_TEST(relative_paths_use_root)
 }
 END_TEST
 
+/* "http" entries: their id is the backend axis value, one "default"
+ * profile, the health URL derived from the endpoint unless given. */
+START_TEST(http_entries)
+{
+    const char *text =
+        "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"cpu\","
+        " {\"id\": \"serve-cpu\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+        "  \"start\": [\"{gauntlet}\", \"serve\", \"-m\", \"{model_path}\", \"--port\", \"{port}\","
+        "  \"-t\", \"{threads}\", \"{literal\", \"{Not_a_placeholder}\"], \"threads\": 2},"
+        " {\"id\": \"ext\", \"backend\": \"http\", \"endpoint\": \"http://localhost:8080/api/v1\","
+        "  \"model\": \"m\", \"health\": \"/v1/models\", \"start_timeout_s\": 5, \"timeout_s\": 9},"
+        " {\"id\": \"ext2\", \"backend\": \"http\", \"endpoint\": \"http://10.0.0.1/v1\","
+        "  \"health\": \"http://10.0.0.1:9000/ready\"}], " TIERS
+        ", \"exclude\": [{\"backend\": \"ext*\", \"model\": \"b\"}]}";
+    gt_matrix *m = parse_ok(text);
+    ck_assert_int_eq(m->n_backends, 4);
+    const gt_mx_backend *cpu = &m->backends[0], *s = &m->backends[1], *e = &m->backends[2],
+                        *e2 = &m->backends[3];
+    ck_assert(!cpu->is_http);
+    ck_assert(s->is_http && e->is_http && e2->is_http);
+    ck_assert_str_eq(s->http.endpoint, "http://127.0.0.1:{port}/v1");
+    ck_assert_str_eq(s->http.health, "http://127.0.0.1:{port}/health");
+    ck_assert_int_eq(cJSON_GetArraySize(s->http.start), 10);
+    ck_assert_ptr_null(s->http.model);
+    ck_assert_double_eq(s->http.start_timeout_s, 60);
+    ck_assert_int_eq(s->threads, 2);
+    ck_assert_int_eq(s->n_drivers, 1);
+    ck_assert_str_eq(s->drivers[0].id, "default");
+    ck_assert_str_eq(e->http.health, "http://localhost:8080/v1/models");
+    ck_assert_str_eq(e->http.model, "m");
+    ck_assert_ptr_null(e->http.start);
+    ck_assert_double_eq(e->http.start_timeout_s, 5);
+    ck_assert_str_eq(e2->http.health, "http://10.0.0.1:9000/ready");
+    int n;
+    gt_cell *c = expand(m, NULL, &n);
+    static const char *const want[] = {"a/f32/cpu/default", "a/f32/serve-cpu/default",
+                                       "a/f32/ext/default", "a/f32/ext2/default",
+                                       "b/f32/cpu/default", "b/f32/serve-cpu/default"};
+    ck_assert_int_eq(n, 6);
+    for (int i = 0; i < n; i++)
+        ck_assert_str_eq(c[i].id, want[i]);
+    ck_assert_ptr_eq(c[1].backend, s);
+    ck_assert_int_eq(c[1].threads, 2);
+    ck_assert_double_eq(c[2].timeout_s, 9);
+    gt_cells_free(c, n);
+    gt_matrix_free(m);
+}
+END_TEST
+
 /* Bad matrices: the text, and what the message must contain (the JSON
  * path, and a word of what was expected). */
 typedef struct bad_case {
@@ -384,6 +433,28 @@ static const bad_case BAD[] = {
      "name", "identifier"},
     {"everything excluded", BASE(", \"exclude\": [\"*\"]"), "exclude",
      "no cells left"},
+    {"http without endpoint",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"cpu\","
+     " {\"id\": \"s\", \"backend\": \"http\", \"start\": [\"srv\"]}], " TIERS "}",
+     "backends[1].endpoint", "required key is missing"},
+    {"http port only in start",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [{\"id\": \"s\","
+     " \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:80/v1\","
+     " \"start\": [\"srv\", \"-p\", \"{port}\"]}], " TIERS "}",
+     "backends[0].start[2]", "{port}"},
+    {"http https endpoint",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [{\"id\": \"s\","
+     " \"backend\": \"http\", \"endpoint\": \"https://example.com/v1\"}], " TIERS "}",
+     "backends[0].endpoint", "http://"},
+    {"http unknown placeholder",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [{\"id\": \"s\","
+     " \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:80/v1\","
+     " \"start\": [\"srv\", \"{model}\"]}], " TIERS "}",
+     "backends[0].start[1]", "unknown placeholder {model}"},
+    {"http id of a built-in backend",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [{\"id\": \"reference\","
+     " \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:80/v1\"}], " TIERS "}",
+     "backends[0].id", "built-in"},
 };
 #define N_BAD ((int)(sizeof BAD / sizeof BAD[0]))
 
@@ -450,8 +521,8 @@ END_TEST
 /* The shipped matrices are valid. */
 START_TEST(shipped_matrices_parse)
 {
-    static const char *const FILES[] = {"quickstart", "ci", "nightly", "release"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const FILES[] = {"quickstart", "ci", "nightly", "release", "serve"};
+    for (int i = 0; i < 5; i++) {
         char cmd[8192];
         snprintf(cmd, sizeof cmd, "'%s/gauntlet' plan --no-probe '%s/matrices/%s.json' >/dev/null",
                  GT_BINARY_DIR, GT_SOURCE_DIR, FILES[i]);
@@ -493,6 +564,7 @@ int main(void)
     tcase_add_test(tc, rules_drivers_and_tolerances);
     tcase_add_test(tc, patterns_and_versions);
     tcase_add_test(tc, relative_paths_use_root);
+    tcase_add_test(tc, http_entries);
     tcase_add_loop_test(tc, bad_matrix_in_process, 0, N_BAD);
     tcase_add_loop_test(tc, bad_matrix_binary, 0, N_BAD);
     tcase_add_test(tc, unknown_tier_and_missing_file);

@@ -1,0 +1,524 @@
+/* test_qualify_http.c: "http" backend entries end to end, running the built
+ * binary.
+ *
+ * A matrix entry {"backend": "http", ...} qualifies an OpenAI-compatible
+ * server through the suites' HTTP variants; with "start" the harness starts
+ * the server per cell on a port it picks, waits for its health URL and stops
+ * it. Checked here: bad entries are refused naming the JSON path (exit 2);
+ * matrices/serve.json (gauntlet serve on stories260K, reference and cpu)
+ * qualifies; a server that never gets healthy, one that exits at once and a
+ * program that does not exist each fail their cell with the reason and the
+ * server's last output, within start_timeout_s, and leave no process behind;
+ * an external endpoint that does not answer makes its cell skip; a worker
+ * that crashes takes its server with it; --backends runs only the cells of
+ * the backends it names. Every server is one this test starts on 127.0.0.1. */
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char g_dir[4096];
+static char g_out[65536];
+static const char *g_stories;
+
+#define BIN "'" GT_BINARY_DIR "/gauntlet'"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs a shell command line in g_dir with the shared cache; stdout+stderr in g_out. */
+static int run(const char *fmt, ...)
+{
+    char cmd[8192], line[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", g_dir, g_dir, cmd);
+    FILE *p = popen(line, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
+    g_out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char *path_in(const char *name)
+{
+    static char buf[8][4200];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 4200, "%s/%s", g_dir, name);
+    return p;
+}
+
+/* A matrix on stories260K f32 with the given backends and a smoke tier. */
+static const char *matrix(const char *name, const char *backends, const char *extra)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"name\": \"http\",\n"
+             " \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],\n"
+             " \"quants\": [\"f32\"],\n"
+             " \"backends\": [%s],\n"
+             " \"defaults\": {\"timeout_s\": 60, \"threads\": 1},\n"
+             " \"tiers\": {\"smoke\": {\"suites\": [\"smoke\"],\n"
+             "   \"settings\": {\"smoke\": {\"n_tokens\": 8}}}}%s}\n",
+             g_stories, backends, extra);
+    const char *p = path_in(name);
+    static char keep[8][4200];
+    static int k;
+    char *out = keep[k++ % 8];
+    snprintf(out, 4200, "%s", p);
+    gt_test_write_file(out, text, strlen(text));
+    return out;
+}
+
+static sqlite3 *db_open(const char *name)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(path_in(name), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    return h;
+}
+
+static long long q_int(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+static const char *q_text(sqlite3 *h, const char *sql)
+{
+    static char out[16384];
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *s = sqlite3_column_text(st, 0);
+        size_t len = strlen(out);
+        snprintf(out + len, sizeof out - len, "%s\n", s ? (const char *)s : "NULL");
+    }
+    sqlite3_finalize(st);
+    return out;
+}
+
+/* Processes whose environment holds tag and whose command line contains
+ * word: what a run tagged with tag left behind. */
+static int live(const char *tag, const char *word)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], buf[16384];
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+        FILE *f = fopen(p, "rb");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        bool tagged = false;
+        for (size_t i = 0; i < len && !tagged; i += strlen(buf + i) + 1) {
+            buf[len] = '\0';
+            tagged = strcmp(buf + i, tag) == 0;
+        }
+        if (!tagged)
+            continue;
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+        f = fopen(p, "rb");
+        len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (len && memmem(buf, len, word, strlen(word)))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* live() after giving exiting processes up to a second. */
+static int live_after(const char *tag, const char *word)
+{
+    int n = 0;
+    for (int i = 0; i < 20 && (n = live(tag, word)) > 0; i++)
+        usleep(50000);
+    return n;
+}
+
+/* A port on 127.0.0.1 nobody listens on (bound, then released). */
+static int dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+#define SERVE_REF                                                                          \
+    "{\"id\": \"serve-reference\", \"backend\": \"http\","                                 \
+    " \"endpoint\": \"http://127.0.0.1:{port}/v1\", \"start\": [\"{gauntlet}\", \"serve\","   \
+    " \"-m\", \"{model_path}\", \"-b\", \"reference\", \"--port\", \"{port}\", \"-t\","       \
+    " \"{threads}\"], \"start_timeout_s\": 20}"
+
+/* Bad http entries: the backends array, the JSON path and a word of the message. */
+typedef struct bad_case {
+    const char *name, *backends, *path, *what;
+} bad_case;
+
+static const bad_case BAD[] = {
+    {"no endpoint", "{\"id\": \"s\", \"backend\": \"http\"}", "backends[0].endpoint",
+     "required key is missing"},
+    {"https endpoint", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"https://x/v1\"}",
+     "backends[0].endpoint", "https is not supported"},
+    {"not a URL", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"127.0.0.1:8080/v1\"}",
+     "backends[0].endpoint", "expected an http:// URL"},
+    {"no host", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http:///v1\"}",
+     "backends[0].endpoint", "expected a host"},
+    {"port in start only",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"start\": [\"srv\", \"--port\", \"{port}\"]}",
+     "backends[0].start[2]", "uses {port} but \"endpoint\" does not"},
+    {"port in endpoint only",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+     " \"start\": [\"srv\", \"--port\", \"8080\"]}",
+     "backends[0].start", "does not pass it to the server"},
+    {"port without start",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\"}",
+     "backends[0].endpoint", "needs a \"start\" command"},
+    {"unknown placeholder",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+     " \"start\": [\"srv\", \"{modelpath}\", \"{port}\"]}",
+     "backends[0].start[1]", "unknown placeholder {modelpath}"},
+    {"placeholder in endpoint",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://{host}:8080/v1\"}",
+     "backends[0].endpoint", "unknown placeholder {host}"},
+    {"start not an array",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"start\": \"srv --port 8080\"}",
+     "backends[0].start", "expected an array"},
+    {"empty start",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"start\": []}",
+     "backends[0].start", "non-empty"},
+    {"start element type",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"start\": [\"srv\", 8080]}",
+     "backends[0].start[1]", "expected a string"},
+    {"unknown key",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"strat\": [\"srv\"]}",
+     "backends[0].strat", "unknown key"},
+    {"drivers on http",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"drivers\": [{\"id\": \"d\"}]}",
+     "backends[0].drivers", "unknown key"},
+    {"endpoint without backend http", "{\"id\": \"cpu\", \"endpoint\": \"http://127.0.0.1:1/v1\"}",
+     "backends[0].endpoint", "unknown key"},
+    {"other backend kind",
+     "{\"id\": \"s\", \"backend\": \"grpc\", \"endpoint\": \"http://127.0.0.1:8080/v1\"}",
+     "backends[0].backend", "expected \"http\""},
+    {"built-in id", "{\"id\": \"cpu\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\"}",
+     "backends[0].id", "built-in backend"},
+    {"bad start_timeout_s",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"start_timeout_s\": 0}",
+     "backends[0].start_timeout_s", "expected a number in"},
+    {"bad health",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"health\": \"health\"}",
+     "backends[0].health", "a path"},
+    {"empty model",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"model\": \"\"}",
+     "backends[0].model", "non-empty string"},
+    {"duplicate id",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\"},"
+     " {\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8081/v1\"}",
+     "backends[1]", "duplicate backend"},
+};
+#define N_BAD ((int)(sizeof BAD / sizeof BAD[0]))
+
+START_TEST(bad_http_entries_exit_2_naming_the_path)
+{
+    const bad_case *b = &BAD[_i];
+    char name[64];
+    snprintf(name, sizeof name, "bad%d.json", _i);
+    const char *m = matrix(name, b->backends, "");
+    int rc = run(BIN " plan --no-probe '%s'", m);
+    ck_assert_msg(rc == 2, "case '%s': exit %d: %s", b->name, rc, g_out);
+    char want[300];
+    snprintf(want, sizeof want, "%s: %s", name, b->path);
+    ck_assert_msg(strstr(g_out, want) != NULL, "case '%s': no '%s' in: %s", b->name, want, g_out);
+    ck_assert_msg(strstr(g_out, b->what) != NULL, "case '%s': no '%s' in: %s", b->name, b->what,
+                  g_out);
+    /* qualify refuses it the same way, before running anything */
+    rc = run(BIN " qualify '%s' --db bad%d.sqlite -q", m, _i);
+    ck_assert_msg(rc == 2 && strstr(g_out, want), "case '%s': qualify exit %d: %s", b->name, rc,
+                  g_out);
+}
+END_TEST
+
+/* Good entries: ids on the backend axis, an external endpoint, a health URL. */
+START_TEST(good_http_entries_expand)
+{
+    const char *m = matrix("good.json",
+                           "\"reference\", " SERVE_REF ", {\"id\": \"external\", \"backend\":"
+                           " \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1/\", \"model\":"
+                           " \"stories\", \"health\": \"/v1/models\", \"start_timeout_s\": 1.5,"
+                           " \"timeout_s\": 30, \"description\": \"already running\"}",
+                           ", \"gate\": {\"optional\": [{\"backend\": \"external\"}]}");
+    int rc = run(BIN " plan --no-probe '%s'", m);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "stories260k/f32/reference/default") &&
+                      strstr(g_out, "stories260k/f32/serve-reference/default") &&
+                      strstr(g_out, "stories260k/f32/external/default"),
+                  "%s", g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "3 cells"));
+}
+END_TEST
+
+/* The shipped serve matrix: gauntlet serve started per cell, suites over HTTP. */
+START_TEST(serve_matrix_qualifies)
+{
+    double t0 = now();
+    int rc = run("env GT_TEST_TAG=serve-matrix " BIN
+                 " qualify '%s/matrices/serve.json' --db serve.sqlite --run-id one",
+                 GT_SOURCE_DIR);
+    double took = now() - t0;
+    printf("matrices/serve.json: %.1f s\n", took);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(took < 180, "matrices/serve.json took %.0f s", took);
+    ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
+    sqlite3 *h = db_open("serve.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells"), 4);
+    /* Every cell started its server, saw it healthy and stopped it cleanly. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results WHERE suite = 'server' AND"
+                              " check_name = 'start' AND status = 'pass'"),
+                     4);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE log LIKE"
+                              " '%worker: the server exited with code 0 after SIGTERM%'"),
+                     4);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE backend = 'http' AND"
+                              " name LIKE 'http://127.0.0.1:%/v1' AND driver <> ''"),
+                     4);
+    /* Suites that have no HTTP variant say so; the cells that ran suites
+     * pass, and a cell where none could run is a skip saying why. */
+    long long pass = q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'");
+    long long none = q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason ="
+                              " 'no suite of tier ci runs over HTTP'");
+    ck_assert_msg(pass + none == 4, "%s",
+                  q_text(h, "SELECT cell_id || ' ' || status || ' ' || reason FROM cells"));
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results WHERE status = 'skip' AND check_name"
+                              " = 'run' AND message NOT LIKE 'suite % does not run over HTTP'"
+                              " AND message NOT LIKE 'not run:%'"),
+                     0);
+    if (pass) /* suites ran: real checks were recorded, not only the server's */
+        ck_assert_int_ge(q_int(h, "SELECT COUNT(*) FROM results WHERE suite <> 'server' AND"
+                                  " status = 'pass'"),
+                         pass);
+    sqlite3_close(h);
+    ck_assert_int_eq(live_after("GT_TEST_TAG=serve-matrix", "serve"), 0);
+}
+END_TEST
+
+/* Servers that never become healthy, exit at once, or cannot be executed. */
+START_TEST(server_that_never_gets_healthy_fails_its_cell)
+{
+    const char *m = matrix(
+        "never.json",
+        "{\"id\": \"sleeper\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+        " \"start\": [\"sh\", \"-c\", \"echo sleeper starting on port $0; exec sleep 100\","
+        " \"{port}\"], \"start_timeout_s\": 2},"
+        " {\"id\": \"quitter\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+        " \"start\": [\"sh\", \"-c\", \"echo cannot load the model >&2; exit 3\", \"{port}\"],"
+        " \"start_timeout_s\": 30},"
+        " {\"id\": \"missing\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+        " \"start\": [\"/nonexistent/server\", \"--port\", \"{port}\"], \"start_timeout_s\": 30}",
+        "");
+    double t0 = now();
+    int rc = run("env GT_TEST_TAG=never " BIN " qualify '%s' --db never.sqlite", m);
+    double took = now() - t0;
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    /* 2 s for the sleeper, the others at once (their 30 s never waited) */
+    ck_assert_msg(took < 15, "took %.1f s:\n%s", took, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "gate: FAIL"));
+    sqlite3 *h = db_open("never.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM cells ORDER BY idx"), "fail\nfail\nfail\n");
+    const char *r = q_text(h, "SELECT reason FROM cells WHERE backend = 'sleeper'");
+    ck_assert_msg(strstr(r, "server.start: http://127.0.0.1:") && strstr(r, "/health did not answer"
+                                                                            " 200 within 2 s") &&
+                      strstr(r, "sleeper starting on port"),
+                  "%s", r);
+    ck_assert_int_le(q_int(h, "SELECT duration_s FROM cells WHERE backend = 'sleeper'"), 13);
+    r = q_text(h, "SELECT reason FROM cells WHERE backend = 'quitter'");
+    ck_assert_msg(strstr(r, "the server exited with code 3 before") &&
+                      strstr(r, "cannot load the model"),
+                  "%s", r);
+    r = q_text(h, "SELECT reason FROM cells WHERE backend = 'missing'");
+    ck_assert_msg(strstr(r, "exited with code 127") &&
+                      strstr(r, "cannot execute /nonexistent/server"),
+                  "%s", r);
+    ck_assert_int_lt(q_int(h, "SELECT MAX(duration_s) FROM cells WHERE backend <> 'sleeper'"), 5);
+    /* the sleeper got SIGTERM and went: killed by it, nothing left */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE backend = 'sleeper' AND log LIKE"
+                              " '%the server was killed by SIGTERM%'"),
+                     1);
+    sqlite3_close(h);
+    ck_assert_int_eq(live_after("GT_TEST_TAG=never", "sleep"), 0);
+}
+END_TEST
+
+/* An endpoint the harness did not start and that does not answer: skip. */
+START_TEST(unreachable_external_endpoint_skips)
+{
+    char be[512];
+    snprintf(be, sizeof be,
+             "{\"id\": \"external\", \"backend\": \"http\", \"endpoint\":"
+             " \"http://127.0.0.1:%d/v1\", \"start_timeout_s\": 1}",
+             dead_port());
+    const char *m = matrix("ext.json", be, "");
+    double t0 = now();
+    int rc = run(BIN " qualify '%s' --db ext.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out); /* skip is allowed by default */
+    ck_assert_msg(now() - t0 < 10, "took %.1f s", now() - t0);
+    sqlite3 *h = db_open("ext.sqlite");
+    const char *r = q_text(h, "SELECT status || ': ' || reason FROM cells");
+    ck_assert_msg(strncmp(r, "skip: endpoint not reachable: http://127.0.0.1:", 47) == 0 &&
+                      strstr(r, "/health did not answer 200 within 1 s"),
+                  "%s", r);
+    sqlite3_close(h);
+}
+END_TEST
+
+/* A worker that dies takes its server with it (PR_SET_PDEATHSIG). */
+START_TEST(crashed_worker_leaves_no_server)
+{
+    const char *m = matrix("crash.json", SERVE_REF, "");
+    int rc = run("env GT_TEST_TAG=crash GT_FAULT='segv:*/serve-reference/*' " BIN
+                 " qualify '%s' --db crash.sqlite",
+                 m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    sqlite3 *h = db_open("crash.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'crash' AND reason LIKE"
+                              " 'SIGSEGV%' AND log LIKE '%listening on http://127.0.0.1:%'"),
+                     1);
+    sqlite3_close(h);
+    ck_assert_int_eq(live_after("GT_TEST_TAG=crash", "serve"), 0);
+}
+END_TEST
+
+/* A suite without an HTTP variant (soak: a server's memory is not the
+ * client's to watch) is reported as skipped; a cell where no suite can run
+ * over HTTP is a skip saying so, after its server was started and stopped. */
+START_TEST(suite_without_http_variant_skips)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"name\": \"nohttp\", \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],"
+             " \"quants\": [\"f32\"], \"backends\": [" SERVE_REF "],"
+             " \"tiers\": {\"soak\": {\"suites\": [\"soak\"],"
+             " \"settings\": {\"soak\": {\"duration_s\": 1}}}}}",
+             g_stories);
+    const char *m = path_in("nohttp.json");
+    gt_test_write_file(m, text, strlen(text));
+    int rc = run(BIN " qualify '%s' --db nohttp.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    sqlite3 *h = db_open("nohttp.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status || ': ' || reason FROM cells"),
+                     "skip: no suite of tier soak runs over HTTP\n");
+    ck_assert_str_eq(q_text(h, "SELECT suite || '.' || check_name || ' ' || status || ': ' ||"
+                               " message FROM results WHERE suite <> 'server'"),
+                     "soak.run skip: suite soak does not run over HTTP\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE log LIKE"
+                              " '%the server exited with code 0 after SIGTERM%'"),
+                     1);
+    sqlite3_close(h);
+}
+END_TEST
+
+/* --backends: only the named backends' cells run; an unknown id is exit 2. */
+START_TEST(backends_option_filters_cells)
+{
+    const char *m = matrix("pick.json", "\"reference\", \"cpu\", " SERVE_REF, "");
+    int rc = run(BIN " qualify '%s' --db pick.sqlite --backends reference,serve-reference", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "backends reference,serve-reference: 2)"));
+    sqlite3 *h = db_open("pick.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT cell_id FROM cells ORDER BY idx"),
+                     "stories260k/f32/reference/default\n"
+                     "stories260k/f32/serve-reference/default\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 0);
+    sqlite3_close(h);
+
+    /* With --shard, the cells both select: of indexes 0 reference, 1 cpu,
+     * 2 serve-reference, shard 2/2 holds only 1. */
+    rc = run(BIN " qualify '%s' --db pick2.sqlite --backends cpu --shard 2/2 -q", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    h = db_open("pick2.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT cell_id || ' ' || status FROM cells"),
+                     "stories260k/f32/cpu/default pass\n");
+    sqlite3_close(h);
+
+    rc = run(BIN " qualify '%s' --db pick3.sqlite --backends reference,vulkan", m);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(g_out, "no backend \"vulkan\"") &&
+                      strstr(g_out, "reference, cpu, serve-reference"),
+                  "%s", g_out);
+    ck_assert_int_eq(run(BIN " qualify '%s' --db pick3.sqlite --backends ,", m), 2);
+    ck_assert_int_eq(run(BIN " qualify --help"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "--backends LIST"));
+}
+END_TEST
+
+int main(void)
+{
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s/gauntlet", GT_BINARY_DIR);
+    if (access(bin, X_OK) != 0) {
+        printf("SKIP: %s not built\n", bin);
+        return GT_TEST_SKIP;
+    }
+    g_stories = gt_test_model("stories260K.gguf");
+    gt_test_require(g_stories, "stories260K.gguf");
+    snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("qh"));
+    mkdir(g_dir, 0755);
+    Suite *s = suite_create("qualify_http");
+    TCase *tc = tcase_create("qualify_http");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, bad_http_entries_exit_2_naming_the_path, 0, N_BAD);
+    tcase_add_test(tc, good_http_entries_expand);
+    tcase_add_test(tc, serve_matrix_qualifies);
+    tcase_add_test(tc, server_that_never_gets_healthy_fails_its_cell);
+    tcase_add_test(tc, unreachable_external_endpoint_skips);
+    tcase_add_test(tc, crashed_worker_leaves_no_server);
+    tcase_add_test(tc, suite_without_http_variant_skips);
+    tcase_add_test(tc, backends_option_filters_cells);
+    suite_add_tcase(s, tc);
+    return gt_test_run(s);
+}
