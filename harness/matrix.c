@@ -281,6 +281,9 @@ static int parse_http(const gt_jv *v, const cJSON *node, const char *path, gt_mx
                  b->http.endpoint);
     }
 
+    if (health_port && !endpoint_port)
+        return gt_jv_fail(v, gt_jv_key(p, path, "health"),
+                          "uses {port} but \"endpoint\" does not: both name the same server");
     if (b->http.start) {
         gt_jv_key(q, path, "start");
         int i = 0;

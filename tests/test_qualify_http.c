@@ -208,6 +208,10 @@ static const bad_case BAD[] = {
      "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
      " \"start\": [\"srv\", \"--port\", \"8080\"]}",
      "backends[0].start", "does not pass it to the server"},
+    {"port in health only",
+     "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:8080/v1\","
+     " \"health\": \"http://127.0.0.1:{port}/health\", \"start\": [\"srv\"]}",
+     "backends[0].health", "uses {port} but \"endpoint\" does not"},
     {"port without start",
      "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\"}",
      "backends[0].endpoint", "needs a \"start\" command"},
@@ -413,7 +417,7 @@ START_TEST(unreachable_external_endpoint_skips)
 }
 END_TEST
 
-/* A worker that dies takes its server with it (PR_SET_PDEATHSIG). */
+/* A worker that dies or is killed takes its server with it (PR_SET_PDEATHSIG). */
 START_TEST(crashed_worker_leaves_no_server)
 {
     const char *m = matrix("crash.json", SERVE_REF, "");
@@ -427,6 +431,23 @@ START_TEST(crashed_worker_leaves_no_server)
                      1);
     sqlite3_close(h);
     ck_assert_int_eq(live_after("GT_TEST_TAG=crash", "serve"), 0);
+
+    /* The same when the runner kills a hung worker at the cell's timeout. */
+    m = matrix("hang.json",
+               "{\"id\": \"serve-reference\", \"backend\": \"http\", \"timeout_s\": 3,"
+               " \"endpoint\": \"http://127.0.0.1:{port}/v1\", \"start\": [\"{gauntlet}\","
+               " \"serve\", \"-m\", \"{model_path}\", \"--port\", \"{port}\"]}",
+               "");
+    rc = run("env GT_TEST_TAG=hang GT_FAULT='hang:*/serve-reference/*' " BIN
+             " qualify '%s' --db hang.sqlite",
+             m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    h = db_open("hang.sqlite");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'timeout' AND log LIKE"
+                              " '%listening on http://127.0.0.1:%'"),
+                     1);
+    sqlite3_close(h);
+    ck_assert_int_eq(live_after("GT_TEST_TAG=hang", "serve"), 0);
 }
 END_TEST
 
