@@ -228,6 +228,23 @@ void gt_server_proc_tail(gt_server_proc *p, int n, char *out, size_t cap)
     gt_log_tail(text, n, out, cap);
 }
 
+/* Members of the server's group still alive after its leader was reaped
+ * (what a wrapper script started in the background): SIGTERM, up to 1 s,
+ * SIGKILL. The group id stays reserved while it has members, so this never
+ * reaches another group; an empty group is ESRCH. */
+static void sweep_group(gt_server_proc *p)
+{
+    if (kill(-p->pid, 0) != 0)
+        return;
+    fprintf(stderr, "server_proc: processes of the server's group %d outlived it; stopping them\n",
+            (int)p->pid);
+    kill(-p->pid, SIGTERM);
+    double t_end = mono() + 1.0;
+    while (kill(-p->pid, 0) == 0 && mono() < t_end)
+        usleep(20000);
+    kill(-p->pid, SIGKILL);
+}
+
 int gt_server_proc_stop(gt_server_proc *p, double grace_s, char *how, size_t cap)
 {
     int rc = 1;
@@ -262,6 +279,8 @@ int gt_server_proc_stop(gt_server_proc *p, double grace_s, char *how, size_t cap
             snprintf(how, cap, "%s after SIGTERM", d);
         rc = !killed && WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0 ? 0 : 1;
     }
+    if (!p->stopped)
+        sweep_group(p);
     if (p->have_thread) {
         if (write(p->wake[1], "x", 1) < 0)
             fprintf(stderr, "server_proc: cannot wake the output thread\n");

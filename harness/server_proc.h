@@ -9,7 +9,9 @@
  * that a small thread copies into the worker's stderr (the cell's log, live)
  * while keeping the last few KiB, so a message can quote the server's last
  * lines. gt_server_proc_stop sends SIGTERM to the group, waits up to a grace
- * period, then SIGKILLs it, and says how the server ended. */
+ * period, then SIGKILLs it, and says how the server ended; whatever is left
+ * in its group after that (a wrapper script's background server, which the
+ * death signal does not cover) gets SIGTERM, then SIGKILL a second later. */
 #ifndef GT_SERVER_PROC_H
 #define GT_SERVER_PROC_H
 

@@ -348,7 +348,8 @@ START_TEST(serve_matrix_qualifies)
 }
 END_TEST
 
-/* Servers that never become healthy, exit at once, or cannot be executed. */
+/* Servers that never become healthy, exit at once, cannot be executed, or
+ * are a wrapper that exits leaving the real server behind (stopped too). */
 START_TEST(server_that_never_gets_healthy_fails_its_cell)
 {
     const char *m = matrix(
@@ -360,7 +361,11 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
         " \"start\": [\"sh\", \"-c\", \"echo cannot load the model >&2; exit 3\", \"{port}\"],"
         " \"start_timeout_s\": 30},"
         " {\"id\": \"missing\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
-        " \"start\": [\"/nonexistent/server\", \"--port\", \"{port}\"], \"start_timeout_s\": 30}",
+        " \"start\": [\"/nonexistent/server\", \"--port\", \"{port}\"], \"start_timeout_s\": 30},"
+        /* a wrapper that leaves its real server running in the background */
+        " {\"id\": \"wrapper\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
+        " \"start\": [\"sh\", \"-c\", \"\\\"$0\\\" serve -m \\\"$1\\\" --port $2 & exit 5\", \"{gauntlet}\","
+        " \"{model_path}\", \"{port}\"], \"start_timeout_s\": 30}",
         "");
     double t0 = now();
     int rc = run("env GT_TEST_TAG=never " BIN " qualify '%s' --db never.sqlite", m);
@@ -370,7 +375,8 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
     ck_assert_msg(took < 15, "took %.1f s:\n%s", took, g_out);
     ck_assert_ptr_nonnull(strstr(g_out, "gate: FAIL"));
     sqlite3 *h = db_open("never.sqlite");
-    ck_assert_str_eq(q_text(h, "SELECT status FROM cells ORDER BY idx"), "fail\nfail\nfail\n");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM cells ORDER BY idx"),
+                     "fail\nfail\nfail\nfail\n");
     const char *r = q_text(h, "SELECT reason FROM cells WHERE backend = 'sleeper'");
     ck_assert_msg(strstr(r, "server.start: http://127.0.0.1:") && strstr(r, "/health did not answer"
                                                                             " 200 within 2 s") &&
@@ -385,6 +391,9 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
     ck_assert_msg(strstr(r, "exited with code 127") &&
                       strstr(r, "cannot execute /nonexistent/server"),
                   "%s", r);
+    /* server.start or server.exit, by whether its child answered first */
+    r = q_text(h, "SELECT reason FROM cells WHERE backend = 'wrapper'");
+    ck_assert_msg(strstr(r, "the server exited with code 5"), "%s", r);
     ck_assert_int_lt(q_int(h, "SELECT MAX(duration_s) FROM cells WHERE backend <> 'sleeper'"), 5);
     /* the sleeper got SIGTERM and went: killed by it, nothing left */
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE backend = 'sleeper' AND log LIKE"
@@ -392,6 +401,7 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
                      1);
     sqlite3_close(h);
     ck_assert_int_eq(live_after("GT_TEST_TAG=never", "sleep"), 0);
+    ck_assert_int_eq(live_after("GT_TEST_TAG=never", "serve"), 0); /* the wrapper's */
 }
 END_TEST
 
