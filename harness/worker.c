@@ -22,8 +22,9 @@
  *      server.start quoting the server's last output lines (the thing under
  *      test does not come up); an external endpoint that does not answer
  *      makes the cell skip ("endpoint not reachable: ...");
- *   3. records a device line (backend "http", name = endpoint, driver = the
- *      model id the server lists at GET {endpoint}/models);
+ *   3. records a device line (backend "http", name = the endpoint as the
+ *      matrix writes it, driver = the model id the server lists at
+ *      GET {endpoint}/models);
  *   4. runs each suite's run_http (none: that suite is reported as skipped;
  *      no suite at all: the cell skips);
  *   5. stops the server: SIGTERM, up to 10 s, SIGKILL. A server that died
@@ -416,8 +417,11 @@ static int wait_healthy(gt_server_proc *srv, const char *url, double timeout_s, 
     }
 }
 
-/* The device line of an http cell: what the server says it serves. */
-static void emit_http_device(worker *w, const char *endpoint, const char *profile)
+/* The device line of an http cell: the endpoint as the matrix writes it
+ * (one device, not one per port; the URL a cell used is in its log) and what
+ * the server says it serves. */
+static void emit_http_device(worker *w, const char *endpoint_t, const char *endpoint,
+                             const char *profile)
 {
     char url[1200], model[256] = "", extra[512] = "";
     snprintf(url, sizeof url, "%s/models", endpoint);
@@ -441,7 +445,10 @@ static void emit_http_device(worker *w, const char *endpoint, const char *profil
     }
     gt_device_info d = {0};
     snprintf(d.backend, sizeof d.backend, "http");
-    snprintf(d.name, sizeof d.name, "%s", endpoint);
+    size_t n = strlen(endpoint_t);
+    while (n > 7 && endpoint_t[n - 1] == '/')
+        n--;
+    snprintf(d.name, sizeof d.name, "%.*s", (int)n, endpoint_t);
     snprintf(d.kind, sizeof d.kind, "server");
     snprintf(d.driver, sizeof d.driver, "%s", model);
     snprintf(d.extra, sizeof d.extra, "%s", extra);
@@ -560,7 +567,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         snprintf(msg, sizeof msg, "%s answered 200 after %.2f s", health, gt_suite_now() - t_wait);
         host_result(w, "server", "start", GT_ST_PASS, msg);
     }
-    emit_http_device(w, endpoint, profile);
+    emit_http_device(w, endpoint_t, endpoint, profile);
 
     char faults[512];
     faults_for(w->cell, faults, sizeof faults);
