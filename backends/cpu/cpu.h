@@ -31,7 +31,13 @@
 
 /* ---- kernel tables (cpu_kernels_*.c) ------------------------------------ */
 
-/* Activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
+/* Two dot paths for quantized (Q8_0/Q4_0/Q4_1) weights, chosen at init by
+ * GT_CPU_ACT (cpu_backend.c):
+ *   f32 (default)  fdot[type]: weights widened in registers and multiplied
+ *                  with the F32 activations; as accurate as the BLAS path.
+ *   q8             qdot[type]: activations quantized as below, integer dots.
+ *
+ * For qdot, activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
  * kept as separate arrays so the int8 part is contiguous and aligned):
  *   q[k]  int8, d[b] = block scale (x ~ d*q), s[b] = d * sum(q of block b).
  * s lets Q4_0 (offset 8) and Q4_1 (offset m) weights use unsigned nibbles
@@ -42,7 +48,8 @@ typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d, 
 /* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
 typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
                                 int64_t nb);
-/* Dot of one float-typed weight row (F32/F16/BF16) with an F32 row. */
+/* Dot of one weight row of n elements with an F32 row: F32/F16/BF16, and
+ * Q8_0/Q4_0/Q4_1 dequantized in registers (n a multiple of 32). */
 typedef float (*gt_cpu_fdot_fn)(const void *w, const float *x, int64_t n);
 typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
@@ -50,7 +57,7 @@ typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
     gt_cpu_quant_fn quantize_act;
     gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 */
-    gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* F32, F16, BF16 */
+    gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* all six weight types */
     gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* all six weight types */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy)(float a, const float *x, float *y, int64_t n);    /* y += a*x */
@@ -113,6 +120,7 @@ typedef struct gt_cpu_ctx {
     gt_cpu_pool *pool;
     int n_threads;
     int blas_min_batch;  /* MUL_MAT/ATTENTION rows from which BLAS is used */
+    bool act_q8;         /* GT_CPU_ACT=q8: quantized weights use qdot, not fdot */
 
     /* Scratch, grown at validation time, reused across graphs. */
     void *act;           /* quantized activations shared by all threads */

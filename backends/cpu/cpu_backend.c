@@ -13,7 +13,10 @@
  * (scalar, avx2, avx512, auto); asking for one the CPU lacks is an error,
  * not a silent downgrade, so a qualification cell means what it says.
  * GT_CPU_BLAS_MIN_BATCH overrides the batch size from which matrix products
- * go to BLAS (default 16; 0 never). Weights stay where the runtime mapped
+ * go to BLAS (default 16; 0 never). GT_CPU_ACT picks the dot path for
+ * quantized weights: f32 (default, activations as they are) or q8
+ * (activations quantized to 8-bit blocks, integer dots; see cpu_matmul.c).
+ * Weights stay where the runtime mapped
  * them: buffer_from_host wraps them without a copy. */
 #include "cpu.h"
 
@@ -78,6 +81,20 @@ static int choose_kernels(gt_cpu_kernels *k, gt_err *err)
     return gt_err_set(err, "GT_CPU_ISA=%s: not compiled into this build", want);
 }
 
+/* GT_CPU_ACT: f32 (default) or q8; anything else is a configuration error. */
+static int choose_act(bool *q8, gt_err *err)
+{
+    const char *want = getenv("GT_CPU_ACT");
+    *q8 = false;
+    if (!want || !want[0] || strcmp(want, "f32") == 0)
+        return 0;
+    if (strcmp(want, "q8") == 0) {
+        *q8 = true;
+        return 0;
+    }
+    return gt_err_set(err, "GT_CPU_ACT=%s: expected f32 or q8", want);
+}
+
 static int n_cores(void)
 {
     cpu_set_t set;
@@ -111,8 +128,8 @@ static void cpu_model_name(char *out, size_t n)
     fclose(f);
 }
 
-static void fill_info(gt_device_info *d, const gt_cpu_blas *blas, const char *isa, int threads,
-                      int min_batch)
+static void fill_info(gt_device_info *d, const gt_cpu_blas *blas, const char *isa, bool act_q8,
+                      int threads, int min_batch)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "cpu");
@@ -123,23 +140,25 @@ static void fill_info(gt_device_info *d, const gt_cpu_blas *blas, const char *is
     snprintf(d->driver, sizeof d->driver, "%s", blas->driver);
     snprintf(d->driver_version, sizeof d->driver_version, "%s", blas->version);
     if (blas->sgemm)
-        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas=%.100s%s%.40s blas_min_batch=%d",
-                 isa, threads, n_cores(), blas->path, blas->core[0] ? " core=" : "", blas->core,
-                 min_batch);
+        snprintf(d->extra, sizeof d->extra,
+                 "isa=%s act=%s threads=%d cores=%d blas=%.100s%s%.40s blas_min_batch=%d", isa,
+                 act_q8 ? "q8" : "f32", threads, n_cores(), blas->path, blas->core[0] ? " core=" : "",
+                 blas->core, min_batch);
     else
-        snprintf(d->extra, sizeof d->extra, "isa=%s threads=%d cores=%d blas unavailable: %.150s",
-                 isa, threads, n_cores(), blas->why);
+        snprintf(d->extra, sizeof d->extra, "isa=%s act=%s threads=%d cores=%d blas unavailable: %.150s",
+                 isa, act_q8 ? "q8" : "f32", threads, n_cores(), blas->why);
 }
 
 static int cpu_probe(gt_device_info *devs, int max, const char *driver, gt_err *err)
 {
     gt_cpu_kernels k;
-    if (choose_kernels(&k, err) != 0)
+    bool act_q8;
+    if (choose_kernels(&k, err) != 0 || choose_act(&act_q8, err) != 0)
         return 0;
     gt_cpu_blas blas;
     gt_cpu_blas_load(driver, &blas);
     if (max > 0)
-        fill_info(&devs[0], &blas, k.name, n_cores(), DEFAULT_BLAS_MIN_BATCH);
+        fill_info(&devs[0], &blas, k.name, act_q8, n_cores(), DEFAULT_BLAS_MIN_BATCH);
     return 1;
 }
 
@@ -602,7 +621,7 @@ static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
         }
         c->blas_min_batch = v == 0 ? INT32_MAX : (int)v;
     }
-    if (choose_kernels(&c->k, err) != 0) {
+    if (choose_kernels(&c->k, err) != 0 || choose_act(&c->act_q8, err) != 0) {
         cpu_free(b);
         return -1;
     }
@@ -616,7 +635,7 @@ static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
         return -1;
     }
     gt_cpu_blas_load(cfg->driver, &c->blas);
-    fill_info(&b->info, &c->blas, c->k.name, c->n_threads,
+    fill_info(&b->info, &c->blas, c->k.name, c->act_q8, c->n_threads,
               c->blas_min_batch == INT32_MAX ? 0 : c->blas_min_batch);
     *out = b;
     return 0;
@@ -624,7 +643,7 @@ static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
 
 static const gt_backend_reg CPU_REG = {
     .name = "cpu",
-    .description = "fast CPU: quantized SIMD dot products, threads, BLAS for batches",
+    .description = "fast CPU: SIMD dot products on quantized weights, threads, BLAS for batches",
     .probe = cpu_probe,
     .init = cpu_init,
 };

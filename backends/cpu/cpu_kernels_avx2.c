@@ -23,6 +23,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -102,6 +103,102 @@ static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, 
 #undef QD_T
 #undef QD_NAME
 #undef QD_DOTUS
+
+/* ---- quantized weights x f32 activations (the default dot path) ----------
+ * The weights are widened in registers (int8 or nibble -> int32 -> float)
+ * and meet the f32 activations in FMAs: no activation rounding at all. The
+ * block scales of a chunk are converted 8 at a time first (avx2_f16s) and
+ * broadcast from memory in the loop. */
+#define FD_CHUNK 64
+
+/* 8 int8 at p as floats. */
+static inline T_AVX2 __m256 i8x8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* One Q8_0 block: 8 lanes of partial sums of q*x (not yet scaled by d). */
+static inline T_AVX2 __m256 q8_block(const int8_t *q, const float *x)
+{
+    __m256 p = _mm256_mul_ps(i8x8(q), _mm256_loadu_ps(x));
+    p = _mm256_fmadd_ps(i8x8(q + 8), _mm256_loadu_ps(x + 8), p);
+    p = _mm256_fmadd_ps(i8x8(q + 16), _mm256_loadu_ps(x + 16), p);
+    return _mm256_fmadd_ps(i8x8(q + 24), _mm256_loadu_ps(x + 24), p);
+}
+
+static T_AVX2 float fdot_q8_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q8_0 *b = w;
+    const int64_t nb = n / GT_QK8_0;
+    float c[FD_CHUNK];
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        avx2_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, c);
+        const float *xb = x + b0 * GT_QK8_0;
+        int64_t j = 0;
+        for (; j + 2 <= m; j += 2) {
+            const __m256 p0 = q8_block(b[b0 + j].qs, xb + j * GT_QK8_0);
+            const __m256 p1 = q8_block(b[b0 + j + 1].qs, xb + (j + 1) * GT_QK8_0);
+            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), p0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j + 1), p1, acc1);
+        }
+        if (j < m)
+            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), q8_block(b[b0 + j].qs, xb + j * GT_QK8_0),
+                                   acc0);
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q4_0 and Q4_1 share one loop: each weight is w = fma(q, d, m) with q the
+ * unsigned nibble and m = the block's m (Q4_1) or -8*d (Q4_0, where q*d -
+ * 8*d rounds once, exactly as d*(q-8)), then acc += w*x. The 16 bytes hold
+ * elements 0..15 in the low nibbles and 16..31 in the high ones; four
+ * accumulators, one per 8 elements, keep the FMA chains short. */
+static T_AVX2 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, const float *x,
+                            int64_t nb)
+{
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    float cd[FD_CHUNK], cm[FD_CHUNK];
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        const uint8_t *bc = blk + b0 * stride;
+        avx2_f16s(bc, stride, m, cd);
+        if (moff >= 0)
+            avx2_f16s(bc + moff, stride, m, cm);
+        else
+            for (int64_t j = 0; j < m; j++)
+                cm[j] = -8.0f * cd[j];
+        for (int64_t j = 0; j < m; j++) {
+            const uint8_t *q = bc + j * stride + qoff;
+            const float *xb = x + (b0 + j) * 32;
+            const __m256 d = _mm256_broadcast_ss(cd + j), mm = _mm256_broadcast_ss(cm + j);
+            const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
+            const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8)));
+            const __m256i nib[4] = {_mm256_and_si256(v0, m4), _mm256_and_si256(v1, m4),
+                                    _mm256_srli_epi32(v0, 4), _mm256_srli_epi32(v1, 4)};
+            for (int g = 0; g < 4; g++) {
+                const __m256 wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(nib[g]), d, mm);
+                acc[g] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb + 8 * g), acc[g]);
+            }
+        }
+    }
+    return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+static T_AVX2 float fdot_q4_0(const void *w, const float *x, int64_t n)
+{
+    return fdot_q4(w, (int)sizeof(gt_block_q4_0), (int)offsetof(gt_block_q4_0, qs), -1, x,
+                   n / GT_QK4_0);
+}
+
+static T_AVX2 float fdot_q4_1(const void *w, const float *x, int64_t n)
+{
+    return fdot_q4(w, (int)sizeof(gt_block_q4_1), (int)offsetof(gt_block_q4_1, qs),
+                   (int)offsetof(gt_block_q4_1, m), x, n / GT_QK4_1);
+}
 
 static T_AVX2 float dot_f32(const float *a, const float *b, int64_t n)
 {
@@ -330,6 +427,9 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
+    k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
+    k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
+    k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
     k->dequant[GT_TYPE_F16] = dq_f16;
     k->dequant[GT_TYPE_BF16] = dq_bf16;
     k->dequant[GT_TYPE_Q8_0] = dq_q8_0;

@@ -14,6 +14,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,6 +45,86 @@ static inline T_512 float hsum16(__m512 v)
 #undef QD_T
 #undef QD_NAME
 #undef QD_DOTUS
+
+/* ---- quantized weights x f32 activations (the default dot path) ----------
+ * One 32-weight block is two 512-bit halves. Q8_0: vpmovsxbd widens 16
+ * int8 to int32, vcvtdq2ps makes them floats, and the block's products
+ * are summed before one FMA by the block scale. Q4: vpmovzxbd widens the
+ * 16 bytes once; vpermps with a table of the floats 0..15 turns the low
+ * nibble of each lane into its value (vpermps reads only the index's low 4
+ * bits, so no mask is needed) and the same after a 4-bit shift for the
+ * high nibbles; w = fma(q, d, m) with m = -8*d for Q4_0, as in the AVX2
+ * table. Scales are converted 8 at a time per chunk (vnni_f16s). */
+#define FD_CHUNK 64
+
+static inline T_512 __m512 i8x16(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+static T_512 float fdot_q8_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q8_0 *b = w;
+    const int64_t nb = n / GT_QK8_0;
+    float c[FD_CHUNK];
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        vnni_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, c);
+        for (int64_t j = 0; j < m; j++) {
+            const int8_t *q = b[b0 + j].qs;
+            const float *xb = x + (b0 + j) * GT_QK8_0;
+            __m512 p = _mm512_mul_ps(i8x16(q), _mm512_loadu_ps(xb));
+            p = _mm512_fmadd_ps(i8x16(q + 16), _mm512_loadu_ps(xb + 16), p);
+            if (j & 1)
+                acc1 = _mm512_fmadd_ps(_mm512_set1_ps(c[j]), p, acc1);
+            else
+                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(c[j]), p, acc0);
+        }
+    }
+    return hsum16(_mm512_add_ps(acc0, acc1));
+}
+
+static T_512 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, const float *x,
+                           int64_t nb)
+{
+    const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float cd[FD_CHUNK], cm[FD_CHUNK];
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        const uint8_t *bc = blk + b0 * stride;
+        vnni_f16s(bc, stride, m, cd);
+        if (moff >= 0)
+            vnni_f16s(bc + moff, stride, m, cm);
+        else
+            for (int64_t j = 0; j < m; j++)
+                cm[j] = -8.0f * cd[j];
+        for (int64_t j = 0; j < m; j++) {
+            const float *xb = x + (b0 + j) * 32;
+            const __m512 d = _mm512_set1_ps(cd[j]), mm = _mm512_set1_ps(cm[j]);
+            const __m512i v =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(bc + j * stride + qoff)));
+            const __m512 lo = _mm512_permutexvar_ps(v, table);
+            const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+            acc0 = _mm512_fmadd_ps(_mm512_fmadd_ps(lo, d, mm), _mm512_loadu_ps(xb), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, d, mm), _mm512_loadu_ps(xb + 16), acc1);
+        }
+    }
+    return hsum16(_mm512_add_ps(acc0, acc1));
+}
+
+static T_512 float fdot_q4_0(const void *w, const float *x, int64_t n)
+{
+    return fdot_q4(w, (int)sizeof(gt_block_q4_0), (int)offsetof(gt_block_q4_0, qs), -1, x,
+                   n / GT_QK4_0);
+}
+
+static T_512 float fdot_q4_1(const void *w, const float *x, int64_t n)
+{
+    return fdot_q4(w, (int)sizeof(gt_block_q4_1), (int)offsetof(gt_block_q4_1, qs),
+                   (int)offsetof(gt_block_q4_1, m), x, n / GT_QK4_1);
+}
 
 static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
 {
@@ -228,6 +309,9 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
+    k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
+    k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
+    k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->sum_sq = sum_sq;

@@ -1,10 +1,14 @@
 /* cpu_kernels_scalar.c: the portable kernel table (GT_CPU_ISA=scalar, and
  * what any non-x86 build runs).
  *
- * Same algorithms as the SIMD tables (activations quantized to 8-bit blocks
- * with the same scale and round-to-nearest-even, integer block sums, float
- * accumulation), written as plain loops so it doubles as the readable
- * statement of what the SIMD kernels must compute. */
+ * Same algorithms as the SIMD tables, written as plain loops so it doubles
+ * as the readable statement of what the SIMD kernels must compute:
+ *   fdot  quantized weights x f32 activations (the default dot path): each
+ *         block's 32 weights times the activations summed in float, times
+ *         the block scale (Q4_1: plus m times the activations' block sum);
+ *   qdot  the GT_CPU_ACT=q8 path: activations quantized to 8-bit blocks
+ *         with the same scale and round-to-nearest-even as the SIMD tables,
+ *         integer block sums, float accumulation. */
 #include "cpu.h"
 
 #include <float.h>
@@ -87,6 +91,57 @@ static float qdot_q4_1(const void *w, const int8_t *q, const float *d, const flo
         off += gt_f16_to_f32(x[b].m) * s[b];
     }
     return acc + off;
+}
+
+/* Quantized weights x f32 activations: a block's products are summed in
+ * four partial sums (as dot_f32), then scaled once by the block's d. */
+static float fdot_q8_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q8_0 *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK8_0; i++) {
+        const float *xb = x + i * GT_QK8_0;
+        float s[4] = {0, 0, 0, 0};
+        for (int j = 0; j < GT_QK8_0; j++)
+            s[j % 4] += (float)b[i].qs[j] * xb[j];
+        acc += gt_f16_to_f32(b[i].d) * ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+    return acc;
+}
+
+static float fdot_q4_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q4_0 *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK4_0; i++) {
+        const float *xb = x + i * GT_QK4_0;
+        float s[4] = {0, 0, 0, 0};
+        for (int j = 0; j < GT_QK4_0 / 2; j++) {
+            s[j % 2] += (float)((b[i].qs[j] & 0x0F) - 8) * xb[j];
+            s[2 + j % 2] += (float)((b[i].qs[j] >> 4) - 8) * xb[j + GT_QK4_0 / 2];
+        }
+        acc += gt_f16_to_f32(b[i].d) * ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+    return acc;
+}
+
+/* sum (d*q + m)*x = d * sum q*x + m * sum x. */
+static float fdot_q4_1(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q4_1 *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK4_1; i++) {
+        const float *xb = x + i * GT_QK4_1;
+        float s[2] = {0, 0}, sx[2] = {0, 0};
+        for (int j = 0; j < GT_QK4_1 / 2; j++) {
+            s[0] += (float)(b[i].qs[j] & 0x0F) * xb[j];
+            s[1] += (float)(b[i].qs[j] >> 4) * xb[j + GT_QK4_1 / 2];
+            sx[0] += xb[j];
+            sx[1] += xb[j + GT_QK4_1 / 2];
+        }
+        acc += gt_f16_to_f32(b[i].d) * (s[0] + s[1]) + gt_f16_to_f32(b[i].m) * (sx[0] + sx[1]);
+    }
+    return acc;
 }
 
 static float dot_f32(const float *a, const float *b, int64_t n)
@@ -226,6 +281,9 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
+    k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
+    k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
+    k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
     k->dequant[GT_TYPE_F32] = dq_f32;
     k->dequant[GT_TYPE_F16] = dq_f16;
     k->dequant[GT_TYPE_BF16] = dq_bf16;

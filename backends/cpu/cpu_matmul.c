@@ -5,11 +5,15 @@
  *
  * Dot path (decode, small batches, or no BLAS). Weight bytes dominate, so
  * each weight row is read once per node and dotted with every activation
- * row while it sits in L1. For Q8_0/Q4_0/Q4_1 weights the activations are
- * first quantized to 8-bit blocks (all threads share one copy, split by
- * rows, then a barrier; consecutive products of the same input, q/k/v and
- * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h);
- * F32/F16/BF16 weights use float dots against the F32 activations. Weight
+ * row while it sits in L1. By default every weight type is dotted with the
+ * F32 activations as they are (fdot: Q8_0/Q4_0/Q4_1 blocks are widened to
+ * floats in registers), which keeps decode as accurate as the BLAS path.
+ * With GT_CPU_ACT=q8, Q8_0/Q4_0/Q4_1 products instead first quantize the
+ * activations to 8-bit blocks (all threads share one copy, split by rows,
+ * then a barrier; consecutive products of the same input, q/k/v and
+ * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h).
+ * On SmolLM2-135M that rounding costs ~5% top-1 agreement with the
+ * reference in decode, for no measured speed gain (README.md). Weight
  * rows are handed out in chunks, each thread starting at its own chunk and
  * then stealing with one atomic add per chunk: about four chunks per thread
  * keeps the atomics negligible while a thread slowed by a neighbour process
@@ -50,6 +54,12 @@ static inline void prefetch_row(const char *p, size_t bytes)
         __builtin_prefetch(p + off, 0, 3);
 }
 
+/* The Q8-activation kernel for this weight type, or NULL: fdot then. */
+static gt_cpu_qdot_fn act_qdot(const gt_cpu_ctx *c, gt_type t)
+{
+    return c->act_q8 ? c->k.qdot[t] : NULL;
+}
+
 static bool use_blas(const gt_cpu_ctx *c, const gt_tensor *t)
 {
     return c->blas.sgemm && t->src[1]->ne[1] >= c->blas_min_batch;
@@ -79,7 +89,7 @@ void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act
     if (use_blas(c, t)) {
         if (w->type != GT_TYPE_F32)
             *thread_floats = (size_t)(tile_rows(w->ne[1], k, c->n_threads) * k);
-    } else if (c->k.qdot[w->type]) {
+    } else if (act_qdot(c, w->type)) {
         *act_bytes = act_row_bytes(k) * (size_t)t->src[1]->ne[1];
     }
 }
@@ -129,7 +139,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     const char *wbase = gt_tensor_host(w);
     const float *xa = gt_cpu_f32(x);
     float *out = gt_cpu_f32(t);
-    const gt_cpu_qdot_fn qdot = c->k.qdot[w->type];
+    const gt_cpu_qdot_fn qdot = act_qdot(c, w->type);
     const gt_cpu_fdot_fn fdot = c->k.fdot[w->type];
     const int64_t nb = k / GT_CPU_QK;
 
@@ -179,7 +189,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
 
 bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t)
 {
-    return !use_blas(c, t) && c->k.qdot[t->src[0]->type] != NULL;
+    return !use_blas(c, t) && act_qdot(c, t->src[0]->type) != NULL;
 }
 
 void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,

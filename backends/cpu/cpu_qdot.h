@@ -1,4 +1,6 @@
-/* cpu_qdot.h: the quantized dot kernels, written once and compiled twice:
+/* cpu_qdot.h: the Q8-activation quantized dot kernels (GT_CPU_ACT=q8) and
+ * the scale-gathering helpers that the f32-activation kernels of both SIMD
+ * tables share, written once and compiled twice:
  * included by cpu_kernels_avx2.c (vpmaddubsw + vpmaddwd) and by
  * cpu_kernels_avx512.c (VNNI vpdpbusd on 256-bit registers). The includer
  * defines
@@ -47,6 +49,21 @@ static inline QD_T float QD_NAME(hsum)(__m256 v)
 }
 
 static inline QD_T float QD_NAME(f16)(uint16_t h) { return _cvtsh_ss(h); }
+
+/* c[j] = the f16 at blk + j*stride as a float, for n blocks: the per-block
+ * scales of a chunk, converted 8 at a time, for kernels that then broadcast
+ * them from memory (a plain load) instead of converting one per block. */
+static inline QD_T void QD_NAME(f16s)(const uint8_t *blk, int stride, int64_t n, float *c)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(c + j, QD_NAME(gather_f16)(blk + j * stride, stride));
+    for (; j < n; j++) {
+        uint16_t h;
+        memcpy(&h, blk + j * stride, sizeof h);
+        c[j] = QD_NAME(f16)(h);
+    }
+}
 
 /* c[j] = dw[j] * d[j] for n blocks (scale at byte 0 of each block, stride
  * bytes apart); returns sum of dw[j]*s[j] when s, or of m[j]*s[j] when
