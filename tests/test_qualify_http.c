@@ -328,8 +328,12 @@ START_TEST(serve_matrix_qualifies)
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE log LIKE"
                               " '%worker: the server exited with code 0 after SIGTERM%'"),
                      4);
+    /* one device per endpoint as written and model served (f32, q8_0) */
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE backend = 'http' AND"
-                              " name LIKE 'http://127.0.0.1:%/v1' AND driver <> ''"),
+                              " name = 'http://127.0.0.1:{port}/v1' AND driver <> ''"),
+                     2);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells c JOIN devices d ON d.id = c.device_id"
+                              " WHERE d.backend = 'http'"),
                      4);
     /* Every cell passed, each of the four suites with real checks. */
     ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'") == 4, "%s",
