@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# ci/readme-commands.sh: every shell command in README.md's code blocks,
+# run on a build (CTest readme_commands: the fresh one under test).
+#
+# The commands are read from the README itself (indented and fenced code
+# blocks; a trailing "\" joins lines, a trailing "# comment" is dropped,
+# "A && B" is two commands). Each must have an entry in the table below:
+#   run    run it; exit 0, and the files it writes must exist afterwards
+#   skip   not run here, with the reason printed as SKIP (a GPU, root and
+#          the network, many minutes: then where CI runs it)
+#   opencl run when `gauntlet devices` lists an OpenCL device, else SKIP
+#          with the reason it gives
+#   serve  started in the background, one /v1/completions request
+#          answered, then stopped
+# A README command with no entry fails the test ("not covered"), and so
+# does an entry whose command is no longer in the README ("stale"), so the
+# table and the README cannot drift apart silently.
+#
+# Placeholders are filled the same way everywhere: MODEL, MODEL.gguf and
+# IN.gguf are ../shared/models/stories260K.gguf, OUT.gguf is out.gguf, URL
+# and H a copy of that model served by a python3 http.server this script
+# starts on 127.0.0.1 and its sha256, $CI_RUN a run id. "[--opt X]" runs
+# once without and once with the options; "a|b" runs once with each.
+#
+# Commands run in a scratch folder laid out like a checkout (the source's
+# top-level entries linked, build/ -> the build, ../shared -> the shared
+# folder), with gauntlet on PATH and XDG_CACHE_HOME inside it, so nothing
+# lands in the source tree or the user's cache.
+#
+# usage: ci/readme-commands.sh [BUILD_DIR]   (default build)
+#   env: GT_README (README.md), GT_README_KEEP=1 keeps the scratch folder
+# exit: 0 every command ran as documented or is listed as skipped,
+#       1 a command failed, is not covered or an entry is stale, 2 setup
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$SRC/build}" 2>/dev/null && pwd) ||
+  { echo "ci/readme-commands.sh: no build folder ${1:-$SRC/build}" >&2; exit 2; }
+README=${GT_README:-$SRC/README.md}
+SHARED=$(cd "$SRC/../shared" 2>/dev/null && pwd) || SHARED=""
+[ -x "$BUILD/gauntlet" ] || { echo "ci/readme-commands.sh: $BUILD/gauntlet is not built" >&2; exit 2; }
+[ -f "$README" ] || { echo "ci/readme-commands.sh: no $README" >&2; exit 2; }
+
+# ---- the table ---------------------------------------------------------------
+K=() M=() A=()
+entry() { K+=("$1"); M+=("$2"); A+=("${3:-}"); }
+declare -A PRE # command -> shell run first (inputs the README assumes exist)
+
+entry 'bash ci/setup.sh' skip \
+  "installs Debian packages (root, the network) and builds into build/; the commands after it run on this test's build instead"
+entry './build/gauntlet qualify matrices/quickstart.json --db results.sqlite --html report.html --junit junit.xml' run \
+  'results.sqlite report.html junit.xml'
+entry 'bash ci/test.sh' skip \
+  "builds build/ and runs the whole CTest suite, this test included (2-3 minutes on 2 cores); CI runs it as the first step of .ci/run"
+entry 'gauntlet plan matrices/ci.json' run
+entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
+  "takes ~9 minutes on 2 cores (45 cells, SmolLM2 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
+entry 'gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md' run 'pr.md'
+PRE['gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md']='cp results.sqlite last-release.sqlite'
+entry 'GT_RUN_ID=$CI_RUN gauntlet qualify matrices/ci.json --shard 1/4 --db s1.sqlite' skip \
+  "a quarter of ci.json's ~9 minutes on 2 cores; CI runs it in the qualification job of ci/workflows/*.yml; the merge below gets the four shards of matrices/quickstart.json instead (ci/fanout.sh, CTest ci_fanout, checks sharding on quickstart)"
+entry 'gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite' run 'all.sqlite'
+PRE['gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite']='for k in 1 2 3 4; do GT_RUN_ID=$CI_RUN gauntlet qualify matrices/quickstart.json --shard $k/4 --db s$k.sqlite --no-progress >/dev/null || exit 1; done'
+entry 'gauntlet db gate all.sqlite' run
+entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a cpu --b opencl --prompts suites/prompts/stories.jsonl -n 64 [--quant q4_0] [--json out.json]' opencl
+entry 'gauntlet --help' run
+entry 'gauntlet devices [--json]' run
+entry 'gauntlet inspect MODEL.gguf' run
+entry 'gauntlet tokenize -m MODEL "text"' run
+entry 'gauntlet generate -m MODEL -b cpu -p "Once upon a time" -n 64 [--temp 0.8 --seed 7]' run
+entry 'gauntlet logits -m MODEL -b opencl -p "Zoo" [--json]' opencl
+entry 'gauntlet quantize IN.gguf OUT.gguf q8_0' run 'out.gguf'
+entry 'gauntlet synth OUT.gguf --preset tiny|smollm2-135m --seed 1 [--type q4_0]' run 'out.gguf'
+entry 'gauntlet test-ops -b cpu' run
+entry 'gauntlet bench -m MODEL -b cpu -t 2' run
+entry 'gauntlet fetch --url URL --sha256 H' run 'cache/gauntlet/models/stories260K.gguf'
+entry 'gauntlet serve -m MODEL -b cpu --port 8080' serve
+entry 'bash ci/fuzz.sh 60' skip \
+  "a clang build of the instrumented tree, then 4 targets x 60 s: over 5 minutes; CI runs it as step fuzz of .ci/run"
+entry 'bash ci/sanitize.sh' skip \
+  "rebuilds everything with ASan + UBSan and runs the whole CTest suite under them, this test included: several times the plain suite's 2-3 minutes; CI runs it as step sanitize of .ci/run"
+entry 'bash ci/valgrind.sh' run
+
+# ---- the README's commands ---------------------------------------------------
+# One command per line: code-block lines (4-space indented after a blank
+# line, or inside ``` fences), continuations joined, comments dropped.
+extract() {
+  awk '
+    function flush() { if (cmd != "") print cmd; cmd = "" }
+    function add(l) {
+      sub(/^[ \t]+/, "", l)
+      if (cont) { cmd = cmd " " l } else { flush(); cmd = l }
+      cont = sub(/[ \t]*\\$/, "", cmd)
+      if (!cont) { sub(/[ \t]+#[ \t].*$/, "", cmd); sub(/[ \t]+$/, "", cmd) }
+    }
+    /^```/ { fenced = !fenced; flush(); prev_blank = 0; next }
+    fenced { if ($0 !~ /^[ \t]*$/) add($0); next }
+    /^(    |\t)/ && (prev_blank || inblock) { inblock = 1; add($0); next }
+    /^[ \t]*$/ { prev_blank = 1; if (!cont) flush(); next }
+    { inblock = 0; prev_blank = 0; flush() }
+    END { flush() }
+  ' "$README" | awk '{ n = split($0, p, / && /); for (i = 1; i <= n; i++) print p[i] }'
+}
+mapfile -t CMDS < <(extract)
+[ ${#CMDS[@]} -gt 0 ] || { echo "ci/readme-commands.sh: no commands found in $README" >&2; exit 2; }
+
+# ---- the scratch checkout ----------------------------------------------------
+T=$(mktemp -d /tmp/gt-readme-XXXXXX)
+W=$T/main
+mkdir -p "$W" "$T/cache"
+for e in "$SRC"/*; do
+  n=$(basename "$e")
+  case "$n" in build|build-*|results.sqlite|report.html|junit.xml|out) continue ;; esac
+  ln -s "$e" "$W/$n"
+done
+ln -s "$BUILD" "$W/build"
+[ -n "$SHARED" ] && ln -s "$SHARED" "$T/shared"
+export PATH="$BUILD:$PATH" XDG_CACHE_HOME=$W/cache CI_RUN=readme-$$
+mkdir -p "$XDG_CACHE_HOME"
+MODEL=../shared/models/stories260K.gguf
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  if [ "${GT_README_KEEP:-0}" = 1 ]; then echo "ci/readme-commands.sh: kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+cd "$W" || exit 2
+[ -f "$MODEL" ] || { echo "ci/readme-commands.sh: SKIP: no $MODEL (../shared/models)"; exit 77; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# A local copy of the model behind URL, for `gauntlet fetch`.
+URL="" SHA=""
+if command -v python3 >/dev/null; then
+  mkdir -p "$T/www" && cp "$MODEL" "$T/www/stories260K.gguf"
+  port=$(free_port)
+  python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www" >"$T/http.log" 2>&1 &
+  PIDS+=($!)
+  URL=http://127.0.0.1:$port/stories260K.gguf
+  SHA=$(sha256sum "$MODEL" | cut -d' ' -f1)
+  for _ in $(seq 50); do curl -sf -o /dev/null -r 0-0 "$URL" && break; sleep 0.1; done
+fi
+OPENCL_WHY=""
+if ! gauntlet devices 2>&1 | awk '/^opencl/ {f = 1} f && /^  \[0\]/ {ok = 1} END {exit !ok}'; then
+  OPENCL_WHY="needs an OpenCL device: $(gauntlet devices 2>&1 | grep '^opencl' | head -1 | tr -s ' ')"
+fi
+
+fill() { # placeholders -> this machine's values
+  local c=" $1 "
+  c=${c// MODEL.gguf / $MODEL }
+  c=${c// MODEL / $MODEL }
+  c=${c// IN.gguf / $MODEL }
+  c=${c// OUT.gguf / out.gguf }
+  c=${c// URL / $URL }
+  c=${c// H / $SHA }
+  c=${c# }
+  printf '%s' "${c% }"
+}
+variants() { # "[...]" off and on, then each alternative of an "a|b" word
+  local c=$1 v
+  local off on
+  if [[ $c == *"["* ]]; then
+    off=$(sed -E 's/ ?\[[^]]*\]//g' <<<"$c")
+    on=$(sed -E 's/\[([^]]*)\]/\1/g' <<<"$c")
+    set -- "$off" "$on"
+  else
+    set -- "$c"
+  fi
+  for v in "$@"; do
+    if [[ $v =~ ([^\ ]+)\|([^\ ]+) ]]; then
+      local whole=${BASH_REMATCH[0]} alt
+      IFS='|' read -ra alts <<<"$whole"
+      for alt in "${alts[@]}"; do printf '%s\n' "${v/"$whole"/$alt}"; done
+    else
+      printf '%s\n' "$v"
+    fi
+  done
+}
+
+fail=0 n_run=0 n_skip=0
+t_start=$(date +%s)
+declare -A SEEN
+run_one() { # command as run, files that must exist
+  local c=$1 files=$2 f t0 rc
+  t0=$(date +%s.%N)
+  rm -f $files
+  bash -c "$c" >"$T/cmd.log" 2>&1
+  rc=$?
+  local dt
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  if [ $rc -ne 0 ]; then
+    echo "FAIL  $c  (exit $rc, ${dt} s):"; tail -15 "$T/cmd.log" | sed 's/^/      /'; fail=1; return
+  fi
+  for f in $files; do
+    [ -s "$f" ] || { echo "FAIL  $c  (exit 0 but it wrote no $f)"; fail=1; return; }
+  done
+  echo "PASS  $c  (${dt} s${files:+; wrote $files})"
+  n_run=$((n_run + 1))
+}
+serve_one() { # the server: up, one completion, down
+  local c=$1 port pid ok=0
+  port=$(free_port)
+  c=${c//--port 8080/--port $port}
+  bash -c "exec $c" >"$T/serve.log" 2>&1 &
+  pid=$!
+  PIDS+=($pid)
+  for _ in $(seq 100); do
+    if curl -sf -o "$T/completion.json" -H 'Content-Type: application/json' \
+        -d '{"prompt": "Once upon a time", "max_tokens": 8}' "http://127.0.0.1:$port/v1/completions"; then
+      ok=1; break
+    fi
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  if [ $ok = 1 ] && grep -q '"choices"' "$T/completion.json"; then
+    echo "PASS  $c  (port 8080 replaced by a free one; /v1/completions answered, server stopped)"
+    n_run=$((n_run + 1))
+  else
+    echo "FAIL  $c  (no answer from /v1/completions):"; tail -15 "$T/serve.log" | sed 's/^/      /'; fail=1
+  fi
+}
+
+for readme_cmd in "${CMDS[@]}"; do
+  i=-1
+  for j in "${!K[@]}"; do [ "${K[$j]}" = "$readme_cmd" ] && { i=$j; break; }; done
+  if [ $i -lt 0 ]; then
+    echo "FAIL  not covered: README command \"$readme_cmd\" is neither run nor listed with a reason in ci/readme-commands.sh"
+    fail=1; continue
+  fi
+  SEEN[$i]=1
+  mode=${M[$i]} arg=${A[$i]}
+  if [ "$mode" = opencl ]; then
+    if [ -n "$OPENCL_WHY" ]; then mode=skip arg=$OPENCL_WHY; else mode=run arg=""; fi
+  fi
+  if [ "$mode" = skip ]; then
+    echo "SKIP  $readme_cmd: $arg"; n_skip=$((n_skip + 1)); continue
+  fi
+  if [ -n "${PRE[$readme_cmd]:-}" ]; then
+    bash -c "${PRE[$readme_cmd]}" >"$T/pre.log" 2>&1 ||
+      { echo "FAIL  $readme_cmd: preparing its inputs failed:"; tail -15 "$T/pre.log"; fail=1; continue; }
+    echo "PREP  ${PRE[$readme_cmd]}"
+  fi
+  if [[ $readme_cmd == *URL* && -z $URL ]]; then
+    echo "SKIP  $readme_cmd: no python3 here for the local HTTP server behind URL"; n_skip=$((n_skip + 1)); continue
+  fi
+  mapfile -t vs < <(variants "$(fill "$readme_cmd")")
+  for v in "${vs[@]}"; do
+    files=$arg
+    [[ $v == *"--json out.json"* ]] && files="${files:+$files }out.json"
+    if [ "$mode" = serve ]; then serve_one "$v"; else run_one "$v" "$files"; fi
+  done
+done
+for j in "${!K[@]}"; do
+  [ -n "${SEEN[$j]:-}" ] || { echo "FAIL  stale: \"${K[$j]}\" is in the table but no longer in the README"; fail=1; }
+done
+echo "ci/readme-commands.sh: ${#CMDS[@]} README commands: $n_run runs of them (variants included) passed, $n_skip skipped" \
+     "with reasons; $(( $(date +%s) - t_start )) s; $([ $fail = 0 ] && echo PASS || echo FAIL)"
+exit $fail
