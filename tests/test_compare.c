@@ -27,36 +27,7 @@
 
 static const char *model;
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static const char *prompts(void)
 {
@@ -78,15 +49,15 @@ static cJSON *run_compare_model(const char *m, const char *sides, const char *ex
     snprintf(json, sizeof json, "%s", gt_test_tmp("cmp.json"));
     snprintf(out, sizeof out, "%s", gt_test_tmp("cmp.txt"));
     const char *p = prompts();
-    ck_assert_int_eq(sh("%s compare -m %s %s --prompts %s %s --json %s > %s", GAUNTLET,
+    ck_assert_int_eq(gt_test_sh("%s compare -m %s %s --prompts %s %s --json %s > %s", GAUNTLET,
                         m, sides, p, extra, json, out),
                      0);
-    char *j = slurp(json);
+    char *j = gt_test_slurp(json);
     ck_assert_ptr_nonnull(j);
     cJSON *root = cJSON_Parse(j);
     free(j);
     ck_assert_ptr_nonnull(root);
-    *out_text = slurp(out);
+    *out_text = gt_test_slurp(out);
     return root;
 }
 
@@ -183,8 +154,8 @@ START_TEST(quantized_first)
     cJSON *root = run_compare("--a reference --b cpu", extra, &text);
     check_shape(root, false);
     ck_assert_str_eq(cJSON_GetObjectItem(root, "quant")->valuestring, "q8_0");
-    ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
-    char *h = slurp(html);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
+    char *h = gt_test_slurp(html);
     ck_assert_ptr_nonnull(strstr(h, "Summary"));
     ck_assert_ptr_nonnull(strstr(h, "p03"));
     free(h);
@@ -199,7 +170,7 @@ END_TEST
 START_TEST(diverging_sides)
 {
     const char *tiny = gt_test_tmp("tiny.gguf");
-    ck_assert_int_eq(sh("%s synth %s --preset tiny --seed 1 >/dev/null 2>&1", GAUNTLET, tiny), 0);
+    ck_assert_int_eq(gt_test_sh("%s synth %s --preset tiny --seed 1 >/dev/null 2>&1", GAUNTLET, tiny), 0);
     char *text;
     cJSON *root = run_compare_model(tiny, "--a cpu --b reference", "-n 64 --quant q4_0 2>/dev/null",
                                     &text);
@@ -235,18 +206,18 @@ START_TEST(bad_prompt_files)
     const char *text = "{\"id\": \"p01\", \"prompt\": \"ok\"}\n{\"id\": \"p02\"}\n";
     gt_test_write_file(bad, text, strlen(text));
     const char *err = gt_test_tmp("err.txt");
-    ck_assert_int_eq(sh("%s compare -m %s --a reference --b reference --prompts %s 2> %s",
+    ck_assert_int_eq(gt_test_sh("%s compare -m %s --a reference --b reference --prompts %s 2> %s",
                         GAUNTLET, model, bad, err),
                      2);
-    char *e = slurp(err);
+    char *e = gt_test_slurp(err);
     ck_assert_ptr_nonnull(strstr(e, ":2:"));
     free(e);
-    ck_assert_int_eq(sh("%s compare -m %s --a reference --b reference --prompts /nonexistent "
+    ck_assert_int_eq(gt_test_sh("%s compare -m %s --a reference --b reference --prompts /nonexistent "
                         "2>/dev/null",
                         GAUNTLET, model),
                      2);
-    ck_assert_int_eq(sh("%s compare -m %s --a reference 2>/dev/null", GAUNTLET, model), 2);
-    ck_assert_int_eq(sh("%s compare -m %s --a nosuchbackend --b reference --prompts %s "
+    ck_assert_int_eq(gt_test_sh("%s compare -m %s --a reference 2>/dev/null", GAUNTLET, model), 2);
+    ck_assert_int_eq(gt_test_sh("%s compare -m %s --a nosuchbackend --b reference --prompts %s "
                         "2>/dev/null",
                         GAUNTLET, model, prompts()),
                      2);
@@ -266,22 +237,22 @@ START_TEST(two_runs)
     ck_assert_int_eq(fx_make_run(d, 24, 0, "synthetic/base"), 1);
     ck_assert_int_eq(fx_make_run(d, 24, 1, "synthetic/current"), 2);
     gt_db_close(d);
-    ck_assert_int_eq(sh("%s compare --db %s --run synthetic/base --run 2 --json %s > %s", GAUNTLET,
+    ck_assert_int_eq(gt_test_sh("%s compare --db %s --run synthetic/base --run 2 --json %s > %s", GAUNTLET,
                         db, json, out),
                      0);
-    char *t = slurp(out);
+    char *t = gt_test_slurp(out);
     ck_assert_ptr_nonnull(strstr(t, "m0/f32/cpu/openblas"));
     ck_assert_ptr_nonnull(strstr(t, "new failure"));
     ck_assert_ptr_nonnull(strstr(t, "performance.tg_tps"));
     free(t);
-    char *j = slurp(json);
+    char *j = gt_test_slurp(json);
     cJSON *root = cJSON_Parse(j);
     ck_assert_ptr_nonnull(root);
     /* Cells 1 and 9 fail anew, 3 is fixed, 23 went pending. */
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "status_changes")), 4);
     cJSON_Delete(root);
     free(j);
-    ck_assert_int_eq(sh("%s compare --db %s --run 1 2>/dev/null", GAUNTLET, db), 2);
+    ck_assert_int_eq(gt_test_sh("%s compare --db %s --run 1 2>/dev/null", GAUNTLET, db), 2);
 }
 END_TEST
 

@@ -35,21 +35,7 @@ static double now(void)
 
 /* Runs a shell command line (env assignments allowed) with the shared cache;
  * returns its exit code and keeps stdout+stderr in g_out. */
-static int run(const char *fmt, ...)
-{
-    char cmd[8192], line[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", g_dir, g_dir, cmd);
-    FILE *p = popen(line, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+#define run(...) gt_test_run_in(g_dir, g_out, sizeof g_out, __VA_ARGS__)
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
 

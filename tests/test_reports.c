@@ -33,24 +33,6 @@
 #define GAUNTLET GT_BINARY_DIR "/gauntlet"
 #define XSD GT_SHARED_DIR "/schemas/junit.xsd"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 static int count(const char *hay, const char *needle)
 {
@@ -60,28 +42,17 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 /* tidy (HTML5-aware) when installed: exit 0 means no errors and no
  * warnings. xmllint --html is not used: its HTML 4 parser rejects the HTML5
  * elements (header, section, details) the report is made of. */
 static void check_tidy(const char *html)
 {
-    if (sh("command -v tidy >/dev/null 2>&1") != 0) {
+    if (gt_test_sh("command -v tidy >/dev/null 2>&1") != 0) {
         fprintf(stderr, "test_reports: tidy not installed; HTML checked by xmllint only\n");
         return;
     }
-    ck_assert_int_eq(sh("tidy -q -e %s", html), 0);
+    ck_assert_int_eq(gt_test_sh("tidy -q -e %s", html), 0);
 }
 
 static int64_t sql_int(const char *db_path, const char *sql)
@@ -171,14 +142,14 @@ START_TEST(synthetic_all_formats)
     snprintf(xml, sizeof xml, "%s", gt_test_tmp("r.xml"));
     snprintf(md, sizeof md, "%s", gt_test_tmp("r.md"));
     snprintf(js, sizeof js, "%s", gt_test_tmp("r.json"));
-    ck_assert_int_eq(sh("%s report --db %s --run %lld --baseline %lld --html %s --junit %s "
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --baseline %lld --html %s --junit %s "
                         "--markdown %s --json %s",
                         GAUNTLET, db, (long long)cur, (long long)base, html, xml, md, js),
                      0);
 
     /* JUnit */
-    ck_assert_int_eq(sh("xmllint --noout --schema %s %s", XSD, xml), 0);
-    char *x = slurp(xml);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout --schema %s %s", XSD, xml), 0);
+    char *x = gt_test_slurp(xml);
     ck_assert_ptr_nonnull(x);
     check_junit_counts(db, cur, x);
     ck_assert_int_gt(count(x, "<failure "), 0);
@@ -187,9 +158,9 @@ START_TEST(synthetic_all_formats)
     free(x);
 
     /* HTML */
-    ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
     check_tidy(html);
-    char *h = slurp(html);
+    char *h = gt_test_slurp(html);
     ck_assert_ptr_nonnull(h);
     ck_assert_ptr_nonnull(strstr(h, "GATE FAIL"));
     ck_assert_ptr_null(strstr(h, "<script>alert"));
@@ -285,7 +256,7 @@ START_TEST(synthetic_all_formats)
     free(h);
 
     /* Markdown */
-    char *m = slurp(md);
+    char *m = gt_test_slurp(md);
     ck_assert_ptr_nonnull(m);
     ck_assert_ptr_nonnull(strstr(m, "FAIL"));
     ck_assert_ptr_nonnull(strstr(m, "m0/f32/cpu/openblas"));
@@ -294,7 +265,7 @@ START_TEST(synthetic_all_formats)
     free(m);
 
     /* JSON */
-    char *j = slurp(js);
+    char *j = gt_test_slurp(js);
     cJSON *root = cJSON_Parse(j);
     ck_assert_ptr_nonnull(root);
     const cJSON *cells = cJSON_GetObjectItem(root, "cells");
@@ -332,16 +303,16 @@ START_TEST(baseline_from_other_file_and_default_run)
     const char *db = make_db("two.sqlite", 24, &base, &cur);
     char other[512];
     snprintf(other, sizeof other, "%s", gt_test_tmp("other.sqlite"));
-    ck_assert_int_eq(sh("cp %s %s", db, other), 0);
+    ck_assert_int_eq(gt_test_sh("cp %s %s", db, other), 0);
     const char *md = gt_test_tmp("d.md");
     /* Default run = newest (the current one); the other file's newest run of
      * the same matrix and tier is the current one too: nothing changed. */
-    ck_assert_int_eq(sh("%s report --db %s --baseline %s --markdown %s", GAUNTLET, db, other, md),
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --baseline %s --markdown %s", GAUNTLET, db, other, md),
                      0);
-    char *m = slurp(md);
+    char *m = gt_test_slurp(md);
     ck_assert_ptr_nonnull(strstr(m, "0 new failures, 0 fixed"));
     free(m);
-    ck_assert_int_eq(sh("%s report --db %s --run synthetic/base --markdown -  >/dev/null", GAUNTLET,
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run synthetic/base --markdown -  >/dev/null", GAUNTLET,
                         db),
                      0);
 }
@@ -349,16 +320,16 @@ END_TEST
 
 START_TEST(usage_errors)
 {
-    ck_assert_int_eq(sh("%s report --db /nonexistent.sqlite --html /dev/null 2>/dev/null", GAUNTLET),
+    ck_assert_int_eq(gt_test_sh("%s report --db /nonexistent.sqlite --html /dev/null 2>/dev/null", GAUNTLET),
                      2);
     int64_t base, cur;
     const char *db = make_db("u.sqlite", 12, &base, &cur);
-    ck_assert_int_eq(sh("%s report --db %s 2>/dev/null", GAUNTLET, db), 2);
-    ck_assert_int_eq(sh("%s report --db %s --run 999 --json /dev/null 2>/dev/null", GAUNTLET, db), 2);
-    ck_assert_int_eq(sh("%s report --db %s --run nosuchkey --json /dev/null 2>/dev/null", GAUNTLET,
+    ck_assert_int_eq(gt_test_sh("%s report --db %s 2>/dev/null", GAUNTLET, db), 2);
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run 999 --json /dev/null 2>/dev/null", GAUNTLET, db), 2);
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run nosuchkey --json /dev/null 2>/dev/null", GAUNTLET,
                         db),
                      2);
-    ck_assert_int_eq(sh("%s report --help >/dev/null", GAUNTLET), 0);
+    ck_assert_int_eq(gt_test_sh("%s report --help >/dev/null", GAUNTLET), 0);
 }
 END_TEST
 
@@ -371,14 +342,14 @@ START_TEST(empty_run)
     char html[512], xml[512];
     snprintf(html, sizeof html, "%s", gt_test_tmp("e.html"));
     snprintf(xml, sizeof xml, "%s", gt_test_tmp("e.xml"));
-    ck_assert_int_eq(sh("%s report --db %s --baseline 1 --html %s --junit %s --json /dev/null "
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --baseline 1 --html %s --junit %s --json /dev/null "
                         "--markdown /dev/null",
                         GAUNTLET, db, html, xml),
                      0);
-    ck_assert_int_eq(sh("xmllint --noout --schema %s %s 2>/dev/null", XSD, xml), 0);
-    ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout --schema %s %s 2>/dev/null", XSD, xml), 0);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
     check_tidy(html);
-    char *h = slurp(html);
+    char *h = gt_test_slurp(html);
     ck_assert_ptr_nonnull(strstr(h, "This run recorded no cells."));
     free(h);
 }
@@ -390,7 +361,7 @@ START_TEST(quickstart_run)
 {
     const char *db = gt_test_tmp("quick.sqlite");
     unlink(db);
-    int rc = sh("cd %s && %s qualify matrices/quickstart.json --db %s >/dev/null 2>&1",
+    int rc = gt_test_sh("cd %s && %s qualify matrices/quickstart.json --db %s >/dev/null 2>&1",
                 GT_SOURCE_DIR, GAUNTLET, db);
     struct stat sb;
     if ((rc != 0 && rc != 1) || stat(db, &sb) != 0) {
@@ -403,15 +374,15 @@ START_TEST(quickstart_run)
     char html[512], xml[512];
     snprintf(html, sizeof html, "%s", gt_test_tmp("quick.html"));
     snprintf(xml, sizeof xml, "%s", gt_test_tmp("quick.xml"));
-    ck_assert_int_eq(sh("%s report --db %s --html %s --junit %s --json /dev/null --markdown "
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --html %s --junit %s --json /dev/null --markdown "
                         "/dev/null",
                         GAUNTLET, db, html, xml),
                      0);
-    ck_assert_int_eq(sh("xmllint --noout --schema %s %s", XSD, xml), 0);
-    ck_assert_int_eq(sh("xmllint --noout %s", html), 0);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout --schema %s %s", XSD, xml), 0);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
     check_tidy(html);
-    char *x = slurp(xml);
-    char *h = slurp(html);
+    char *x = gt_test_slurp(xml);
+    char *h = gt_test_slurp(html);
     check_junit_counts(db, run, x);
     ck_assert_ptr_nonnull(strstr(h, rc == 0 ? "GATE PASS" : "GATE FAIL"));
     ck_assert_ptr_nonnull(strstr(h, "stories260k"));

@@ -121,21 +121,7 @@ END_TEST
 
 /* --- the suites through `gauntlet qualify` ------------------------------- */
 
-static int run(const char *fmt, ...)
-{
-    char cmd[8192], line[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", g_dir, g_dir, cmd);
-    FILE *p = popen(line, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+#define run(...) gt_test_run_in(g_dir, g_out, sizeof g_out, __VA_ARGS__)
 
 /* stories260K q8_0 on reference and cpu; one tier per suite under test (each
  * after smoke, which every tier needs first) and one with all of them. The
