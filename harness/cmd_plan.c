@@ -27,6 +27,8 @@ static void help(FILE *f)
 static void probe(const gt_mx_backend *b, const gt_mx_driver *d, char *why, size_t cap)
 {
     why[0] = '\0';
+    if (b->is_http) /* a server: the worker finds out whether it answers */
+        return;
     const gt_backend_entry *e = gt_backend_find(b->id);
     if (!e || !e->reg) {
         snprintf(why, cap, "backend not available: %s", e ? e->why : "unknown");
@@ -117,6 +119,18 @@ int cmd_plan(int argc, char **argv)
                      c->driver->driver ? " with driver \"" : "",
                      c->driver->driver ? c->driver->driver : "", c->driver->driver ? "\"" : "",
                      art->state == GT_ART_TO_MAKE ? "" : "");
+            if (c->backend->is_http) {
+                char cmd[400] = "";
+                const cJSON *a = c->backend->http.start ? c->backend->http.start->child : NULL;
+                for (; a; a = a->next) {
+                    size_t n = strlen(cmd);
+                    snprintf(cmd + n, sizeof cmd - n, "%s%s", n ? " " : "", a->valuestring);
+                }
+                size_t len = strlen(plan);
+                snprintf(plan + len, sizeof plan - len, " over HTTP at %s (%s%s)",
+                         c->backend->http.endpoint,
+                         cmd[0] ? "the harness starts: " : "an external server", cmd);
+            }
             if (art->state == GT_ART_TO_MAKE) {
                 size_t len = strlen(plan);
                 snprintf(plan + len, sizeof plan - len, " (first: %s)", art->reason);
