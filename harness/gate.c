@@ -140,12 +140,16 @@ static int shard_cells(int n_cells, int k, int n)
     return n_cells / n + (k - 1 < n_cells % n ? 1 : 0);
 }
 
-static int64_t run_int(gt_db *db, const char *sql, int64_t run_id)
+/* One integer from sql with up to three int parameters (?1..?3); -1 when
+ * it cannot be read. */
+static int64_t run_int(gt_db *db, const char *sql, int64_t a, int64_t b, int64_t c)
 {
     sqlite3_stmt *st;
     int64_t v = -1;
     if (sqlite3_prepare_v2(gt_db_sqlite(db), sql, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run_id);
+        const int64_t args[3] = {a, b, c};
+        for (int i = 0; i < sqlite3_bind_parameter_count(st) && i < 3; i++)
+            sqlite3_bind_int64(st, i + 1, args[i]);
         if (sqlite3_step(st) == SQLITE_ROW)
             v = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
@@ -188,59 +192,41 @@ static void absent_indexes(gt_db *db, int64_t run_id, int n_cells, int k, int n,
 static int coverage(gt_db *db, int64_t run_id, FILE *out, char *note, size_t cap)
 {
     note[0] = '\0';
-    int64_t n_cells = run_int(db, "SELECT n_cells FROM runs WHERE id = ?", run_id);
+    int64_t n_cells = run_int(db, "SELECT n_cells FROM runs WHERE id = ?", run_id, 0, 0);
     int64_t shards = run_int(db, "SELECT COALESCE(MAX(shard_count), 1) FROM run_parts"
-                               " WHERE run_id = ?", run_id);
-    int64_t merged = run_int(db, "SELECT COUNT(*) FROM run_merges WHERE run_id = ?", run_id);
+                                 " WHERE run_id = ?", run_id, 0, 0);
+    int64_t merged = run_int(db, "SELECT COUNT(*) FROM run_merges WHERE run_id = ?", run_id, 0, 0);
     if (n_cells <= 0 || shards < 1 || shards > 1000000)
         return 0;
     int n = (int)shards;
     if (merged <= 0) {
         int64_t k = run_int(db, "SELECT MIN(shard_index) FROM run_parts WHERE run_id = ?"
-                              " AND shard_count > 1", run_id);
+                                " AND shard_count > 1", run_id, 0, 0);
         int64_t k2 = run_int(db, "SELECT MAX(shard_index) FROM run_parts WHERE run_id = ?"
-                               " AND shard_count > 1", run_id);
+                                 " AND shard_count > 1", run_id, 0, 0);
         if (n > 1 && k >= 1 && k == k2)
             snprintf(note, cap, "; shard %d/%d alone, judged on its own %d of the run's %d"
                                 " cells (merge the shards to gate the whole run)",
                      (int)k, n, shard_cells((int)n_cells, (int)k, n), (int)n_cells);
         return 0;
     }
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(gt_db_sqlite(db),
-                           "SELECT COUNT(*) FROM cells WHERE run_id = ?1 AND idx >= 0"
-                           " AND idx < ?2 AND idx % ?3 = ?4",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 0;
     int absent = 0, missing_shards = 0;
     char which[160] = "";
     for (int k = 1; k <= n; k++) {
         int want = shard_cells((int)n_cells, k, n);
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, n_cells);
-        sqlite3_bind_int(st, 3, n);
-        sqlite3_bind_int(st, 4, k - 1);
-        int have = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        int64_t have = run_int(db, "SELECT COUNT(*) FROM cells WHERE run_id = ?1 AND idx >= 0"
+                                   " AND idx < (SELECT n_cells FROM runs WHERE id = ?1)"
+                                   " AND idx % ?2 = ?3", run_id, n, k - 1);
         if (have >= want)
             continue;
-        absent += want - have;
-        bool part = false;
-        sqlite3_stmt *ps;
-        if (sqlite3_prepare_v2(gt_db_sqlite(db),
-                               "SELECT 1 FROM run_parts WHERE run_id = ? AND shard_index = ?"
-                               " AND shard_count = ?",
-                               -1, &ps, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(ps, 1, run_id);
-            sqlite3_bind_int(ps, 2, k);
-            sqlite3_bind_int(ps, 3, n);
-            part = sqlite3_step(ps) == SQLITE_ROW;
-            sqlite3_finalize(ps);
-        }
+        have = have < 0 ? 0 : have;
+        absent += want - (int)have;
+        bool part = run_int(db, "SELECT COUNT(*) FROM run_parts WHERE run_id = ?1"
+                                " AND shard_index = ?2 AND shard_count = ?3", run_id, k, n) > 0;
         if (n == 1)
             fprintf(out, "FAIL run: %d of its %d cells never ran (not in the database;"
                          " expansion indexes ",
-                    want - have, want);
+                    want - (int)have, want);
         else if (!part && have == 0)
             fprintf(out, "FAIL shard %d/%d missing: no database of it was merged; its %d"
                          " cells never ran (expansion indexes ",
@@ -248,7 +234,7 @@ static int coverage(gt_db *db, int64_t run_id, FILE *out, char *note, size_t cap
         else
             fprintf(out, "FAIL shard %d/%d incomplete: %d of its %d cells never ran"
                          " (expansion indexes ",
-                    k, n, want - have, want);
+                    k, n, want - (int)have, want);
         absent_indexes(db, run_id, (int)n_cells, k, n, out);
         fprintf(out, ")\n");
         if (n > 1) {
@@ -259,7 +245,6 @@ static int coverage(gt_db *db, int64_t run_id, FILE *out, char *note, size_t cap
             missing_shards++;
         }
     }
-    sqlite3_finalize(st);
     if (absent && missing_shards)
         snprintf(note, cap, "; %d cells of the run's %d never ran: shard%s %s", absent,
                  (int)n_cells, missing_shards > 1 ? "s" : "", which);

@@ -9,16 +9,11 @@
  * a 404 and GT_NO_FETCH=1 each leave the cell "skip: artifact missing"
  * with the reason (both hashes for the wrong one), the gate still decides
  * and nothing unverified stays in the cache. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,100 +28,36 @@ static char *g_model; /* the served bytes */
 static size_t g_model_len;
 static char g_sha[65];
 
-static struct {
-    int fd, port;
-    pthread_t th;
-    volatile int stop;
-    volatile int hits; /* requests for /ok/... */
-} srv;
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return;
-        c += w;
-        n -= (size_t)w;
-    }
-}
+static gt_test_http srv;
+static volatile int g_hits; /* requests for /ok/... */
 
 /* GET /ok/<anything>: the model (200, whole; fetch.c resumes only after a
  * cut, which test_fetch.c covers); any other path: 404. */
-static void handle(int fd)
+static void handle(int fd, const char *req, void *user)
 {
-    char req[4096] = "";
-    size_t got = 0;
-    while (got < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
-        ssize_t r = recv(fd, req + got, sizeof req - 1 - got, 0);
-        if (r <= 0)
-            return;
-        got += (size_t)r;
-        req[got] = '\0';
-    }
+    (void)user;
     char path[256] = "", head[256];
     if (sscanf(req, "GET %255s", path) != 1)
         return;
+    int n;
     if (strncmp(path, "/ok/", 4) != 0) {
-        int n = snprintf(head, sizeof head, "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n"
-                                            "Connection: close\r\n\r\nnot found");
-        send_all(fd, head, (size_t)n);
+        n = snprintf(head, sizeof head, "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n"
+                                        "Connection: close\r\n\r\nnot found");
+        gt_test_send_all(fd, head, (size_t)n);
         return;
     }
-    srv.hits++;
-    int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
-                                        "Connection: close\r\n\r\n", g_model_len);
-    send_all(fd, head, (size_t)n);
-    send_all(fd, g_model, g_model_len);
-}
-
-static void *serve_loop(void *ud)
-{
-    (void)ud;
-    while (!srv.stop) {
-        fd_set fds;
-        FD_ZERO(&fds);
-        FD_SET(srv.fd, &fds);
-        struct timeval tv = {0, 50 * 1000};
-        if (select(srv.fd + 1, &fds, NULL, NULL, &tv) <= 0)
-            continue;
-        int c = accept(srv.fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        handle(c);
-        shutdown(c, SHUT_RDWR);
-        close(c);
-    }
-    return NULL;
-}
-
-static void server_start(void)
-{
-    srv.fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(srv.fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(srv.fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(listen(srv.fd, 16), 0);
-    socklen_t al = sizeof a;
-    getsockname(srv.fd, (struct sockaddr *)&a, &al);
-    srv.port = ntohs(a.sin_port);
-    ck_assert_int_eq(pthread_create(&srv.th, NULL, serve_loop, NULL), 0);
-}
-
-static void server_stop(void)
-{
-    srv.stop = 1;
-    pthread_join(srv.th, NULL);
-    close(srv.fd);
+    g_hits++;
+    n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
+                                    "Connection: close\r\n\r\n", g_model_len);
+    gt_test_send_all(fd, head, (size_t)n);
+    gt_test_send_all(fd, g_model, g_model_len);
 }
 
 /* Per test (CK_FORK runs each in its own process): the server, and a folder
  * with the served model made by `gauntlet synth`. */
 static void setup(void)
 {
-    memset(&srv, 0, sizeof srv);
+    g_hits = 0;
     snprintf(g_dir, sizeof g_dir, "/tmp/gt-artfetch-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(g_dir));
     int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
@@ -143,12 +74,12 @@ static void setup(void)
     gt_err err = {{0}};
     ck_assert_msg(gt_sha256_file(p, g_sha, &size, &err) == 0, "%s", err.msg);
     unlink(p); /* only the server has it now */
-    server_start();
+    gt_test_http_start(&srv, handle, NULL);
 }
 
 static void teardown(void)
 {
-    server_stop();
+    gt_test_http_stop(&srv);
     free(g_model);
     gt_test_sh("rm -rf '%s'", g_dir);
 }
@@ -193,6 +124,15 @@ static char *cell_text(const char *db, const char *col)
     return out;
 }
 
+/* `gauntlet qualify MATRIX --db DB OPTS` (OPTS may start with env
+ * assignments, before the binary); it must exit 0: the gate allows skip. */
+static void qualify(const char *env, const char *m, const char *db, const char *opts)
+{
+    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out, "%s " BIN " qualify '%s' --db %s %s"
+                            " --no-progress", env, m, db, opts);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+}
+
 static bool exists_in(const char *rel)
 {
     char p[4200];
@@ -203,22 +143,18 @@ static bool exists_in(const char *rel)
 START_TEST(fetched_into_cache_dir_and_reused)
 {
     const char *m = matrix("m.json", "ok", "tiny.gguf", g_sha);
-    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                            BIN " qualify '%s' --db a.sqlite --cache-dir c1 --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    qualify("", m, "a.sqlite", "--cache-dir c1");
     ck_assert_msg(strstr(g_out, "gate: PASS (1 cells: 1 pass)") != NULL, "%s", g_out);
     ck_assert_str_eq(cell_text("a.sqlite", "status"), "pass");
     ck_assert_str_eq(cell_text("a.sqlite", "model_sha256"), g_sha);
     ck_assert(exists_in("c1/models/tiny.gguf"));
     ck_assert(!exists_in("c1/models/tiny.gguf.part"));
-    ck_assert_int_eq(srv.hits, 1);
+    ck_assert_int_eq(g_hits, 1);
 
     /* Cached now: the next run does not ask the server. */
-    rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                        BIN " qualify '%s' --db b.sqlite --cache-dir c1 --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    qualify("", m, "b.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("b.sqlite", "status"), "pass");
-    ck_assert_int_eq(srv.hits, 1);
+    ck_assert_int_eq(g_hits, 1);
 }
 END_TEST
 
@@ -226,9 +162,7 @@ START_TEST(fetched_into_xdg_cache)
 {
     const char *m = matrix("m.json", "ok", "tiny.gguf", g_sha);
     /* gt_test_run_in sets XDG_CACHE_HOME=<dir>/cache. */
-    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                            BIN " qualify '%s' --db x.sqlite --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    qualify("", m, "x.sqlite", "");
     ck_assert_str_eq(cell_text("x.sqlite", "status"), "pass");
     ck_assert(exists_in("cache/gauntlet/models/tiny.gguf"));
 }
@@ -238,9 +172,7 @@ START_TEST(wrong_sha256_skips_naming_both)
 {
     const char *wrong = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     const char *m = matrix("m.json", "ok", "tiny.gguf", wrong);
-    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                            BIN " qualify '%s' --db w.sqlite --cache-dir c1 --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d (skip is allowed by the default gate):\n%s", rc, g_out);
+    qualify("", m, "w.sqlite", "--cache-dir c1"); /* skip is allowed by the default gate */
     ck_assert_str_eq(cell_text("w.sqlite", "status"), "skip");
     const char *why = cell_text("w.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing") != NULL, "%s", why);
@@ -248,30 +180,25 @@ START_TEST(wrong_sha256_skips_naming_both)
     ck_assert_msg(strstr(why, g_sha) != NULL, "%s", why);
     ck_assert(!exists_in("c1/models/tiny.gguf"));
     ck_assert(!exists_in("c1/models/tiny.gguf.part"));
-    ck_assert_int_ge(srv.hits, 1);
+    ck_assert_int_ge(g_hits, 1);
 }
 END_TEST
 
 START_TEST(not_found_and_no_fetch_skip)
 {
     const char *m = matrix("m.json", "gone", "tiny.gguf", g_sha);
-    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                            BIN " qualify '%s' --db n.sqlite --cache-dir c1 --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    qualify("", m, "n.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("n.sqlite", "status"), "skip");
     const char *why = cell_text("n.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing") && strstr(why, "404"), "%s", why);
 
     /* GT_NO_FETCH=1: the server is not asked; the reason says where it looked. */
     m = matrix("m2.json", "ok", "tiny.gguf", g_sha);
-    rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
-                        "GT_NO_FETCH=1 " BIN " qualify '%s' --db o.sqlite --cache-dir c1"
-                        " --no-progress", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    qualify("GT_NO_FETCH=1", m, "o.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("o.sqlite", "status"), "skip");
     why = cell_text("o.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing: model tiny not found") != NULL, "%s", why);
-    ck_assert_int_eq(srv.hits, 0);
+    ck_assert_int_eq(g_hits, 0);
     ck_assert(!exists_in("c1/models/tiny.gguf"));
 }
 END_TEST

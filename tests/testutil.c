@@ -1,10 +1,14 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,6 +119,72 @@ int gt_test_run_in(const char *dir, char *out, size_t cap, const char *fmt, ...)
         ;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void gt_test_send_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void *http_loop(void *ud)
+{
+    gt_test_http *s = ud;
+    while (!s->stop) {
+        fd_set fds;
+        FD_ZERO(&fds);
+        FD_SET(s->fd, &fds);
+        struct timeval tv = {0, 50 * 1000};
+        if (select(s->fd + 1, &fds, NULL, NULL, &tv) <= 0)
+            continue;
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        char req[4096] = "";
+        size_t got = 0;
+        while (got < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
+            ssize_t r = recv(c, req + got, sizeof req - 1 - got, 0);
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+            req[got] = '\0';
+        }
+        if (strstr(req, "\r\n\r\n"))
+            s->fn(c, req, s->user);
+        shutdown(c, SHUT_RDWR);
+        close(c);
+    }
+    return NULL;
+}
+
+void gt_test_http_start(gt_test_http *s, gt_test_http_fn fn, void *user)
+{
+    memset(s, 0, sizeof *s);
+    s->fn = fn;
+    s->user = user;
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s->fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(s->fd, 16), 0);
+    socklen_t al = sizeof a;
+    ck_assert_int_eq(getsockname(s->fd, (struct sockaddr *)&a, &al), 0);
+    s->port = ntohs(a.sin_port);
+    ck_assert_int_eq(pthread_create(&s->th, NULL, http_loop, s), 0);
+}
+
+void gt_test_http_stop(gt_test_http *s)
+{
+    s->stop = 1;
+    pthread_join(s->th, NULL);
+    close(s->fd);
 }
 
 int gt_test_run(Suite *s)

@@ -5,6 +5,7 @@
 #define GT_TESTUTIL_H
 
 #include <check.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #define GT_TEST_SKIP 77 /* CTest SKIP_RETURN_CODE */
@@ -34,6 +35,23 @@ int gt_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * Returns its exit code, or 128 + the signal that killed it. */
 int gt_test_run_in(const char *dir, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* A one-thread HTTP server on 127.0.0.1 (an ephemeral port) for tests that
+ * fetch: each connection's request head (up to the blank line) is handed to
+ * fn, which writes the whole answer to fd; the connection is then closed
+ * ("Connection: close" answers). */
+typedef void (*gt_test_http_fn)(int fd, const char *request, void *user);
+typedef struct gt_test_http {
+    int fd, port;
+    pthread_t th;
+    volatile int stop;
+    gt_test_http_fn fn;
+    void *user;
+} gt_test_http;
+void gt_test_http_start(gt_test_http *s, gt_test_http_fn fn, void *user);
+void gt_test_http_stop(gt_test_http *s);
+/* Writes all n bytes to a socket (stops quietly when the peer went away). */
+void gt_test_send_all(int fd, const void *p, size_t n);
 
 /* Runs the suite (CK_ENV-controlled verbosity), returns the process exit code. */
 int gt_test_run(Suite *s);
