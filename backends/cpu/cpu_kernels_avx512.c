@@ -50,11 +50,12 @@ static inline T_512 float hsum16(__m512 v)
  * One 32-weight block is two 512-bit halves. Q8_0: vpmovsxbd widens 16
  * int8 to int32, vcvtdq2ps makes them floats, and the block's products
  * are summed before one FMA by the block scale. Q4: vpmovzxbd widens the
- * 16 bytes once; vpermps with a table of the floats 0..15 turns the low
- * nibble of each lane into its value (vpermps reads only the index's low 4
- * bits, so no mask is needed) and the same after a 4-bit shift for the
- * high nibbles; w = fma(q, d, m) with m = -8*d for Q4_0, as in the AVX2
- * table. Scales are converted 8 at a time per chunk (vnni_f16s). */
+ * 16 bytes once; vpermps with the block's table of its 16 possible weights
+ * fma(q, d, m) (m = -8*d for Q4_0, as in the AVX2 table) turns the low
+ * nibble of each lane into its weight (vpermps reads only the index's low
+ * 4 bits, so no mask is needed), and the same after a 4-bit shift for the
+ * high nibbles: 7 vector uops per block. Scales are converted 8 at a time
+ * per chunk (vnni_f16s). */
 #define FD_CHUNK 64
 
 static inline T_512 __m512 i8x16(const int8_t *p)
@@ -85,12 +86,27 @@ static T_512 float fdot_q8_0(const void *w, const float *x, int64_t n)
     return hsum16(_mm512_add_ps(acc0, acc1));
 }
 
+/* One Q4 block: the block's 16 possible weights fma(q, d, m), q = 0..15,
+ * are made once (one FMA on the table); vpermps then looks up each
+ * element's weight directly. Elements 0..15 go into *lo, 16..31 into *hi. */
+static inline T_512 void q4_block(const uint8_t *qs, const float *x, float d, float m, __m512 table,
+                                  __m512 *lo, __m512 *hi)
+{
+    const __m512 wt = _mm512_fmadd_ps(table, _mm512_set1_ps(d), _mm512_set1_ps(m));
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    const __m512 wl = _mm512_permutexvar_ps(v, wt);
+    const __m512 wh = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), wt);
+    *lo = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x), *lo);
+    *hi = _mm512_fmadd_ps(wh, _mm512_loadu_ps(x + 16), *hi);
+}
+
 static T_512 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, const float *x,
                            int64_t nb)
 {
     const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float cd[FD_CHUNK], cm[FD_CHUNK];
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         const uint8_t *bc = blk + b0 * stride;
@@ -100,18 +116,18 @@ static T_512 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, c
         else
             for (int64_t j = 0; j < m; j++)
                 cm[j] = -8.0f * cd[j];
-        for (int64_t j = 0; j < m; j++) {
-            const float *xb = x + (b0 + j) * 32;
-            const __m512 d = _mm512_set1_ps(cd[j]), mm = _mm512_set1_ps(cm[j]);
-            const __m512i v =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(bc + j * stride + qoff)));
-            const __m512 lo = _mm512_permutexvar_ps(v, table);
-            const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
-            acc0 = _mm512_fmadd_ps(_mm512_fmadd_ps(lo, d, mm), _mm512_loadu_ps(xb), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, d, mm), _mm512_loadu_ps(xb + 16), acc1);
+        /* Two blocks per step into four accumulators: one FMA chain per
+         * accumulator and block pair, so FMA latency does not limit. */
+        int64_t j = 0;
+        for (; j + 2 <= m; j += 2) {
+            q4_block(bc + j * stride + qoff, x + (b0 + j) * 32, cd[j], cm[j], table, &acc0, &acc1);
+            q4_block(bc + (j + 1) * stride + qoff, x + (b0 + j + 1) * 32, cd[j + 1], cm[j + 1], table,
+                     &acc2, &acc3);
         }
+        if (j < m)
+            q4_block(bc + j * stride + qoff, x + (b0 + j) * 32, cd[j], cm[j], table, &acc0, &acc1);
     }
-    return hsum16(_mm512_add_ps(acc0, acc1));
+    return hsum16(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 static T_512 float fdot_q4_0(const void *w, const float *x, int64_t n)
