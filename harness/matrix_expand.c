@@ -17,9 +17,8 @@
 #include <string.h>
 
 #include "jsonv.h"
+#include "matrix_parse.h"
 #include "../suites/suite.h"
-
-int gt_matrix_check_rules(gt_matrix *m, const gt_jv *v);
 
 typedef struct raw_cell {
     char id[GT_CELL_ID_MAX];

@@ -94,14 +94,10 @@ int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err);
 int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap);
 bool gt_performance_selected(const gt_suite_ctx *c); /* the "cells" setting */
 
-/* The http variants (suites/http_<suite>.c), set as .run_http. Weak
- * references: programs that link the suites from a static library for
- * their tables only (tests/fuzz's replay targets, without libcurl) do not
- * pull these files in, and see run_http NULL; the gauntlet program links
- * every suite object, so there they are always defined. */
-int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
-int gt_functional_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
-int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
-int gt_performance_run_http(gt_suite_ctx *c, gt_err *err) __attribute__((weak));
+/* The http variants (suites/http_<suite>.c), set as .run_http. */
+int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);
+int gt_functional_run_http(gt_suite_ctx *c, gt_err *err);
+int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err);
+int gt_performance_run_http(gt_suite_ctx *c, gt_err *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include "../harness/jsonv.c"
 #include "../harness/matrix.c"
 #include "../harness/matrix_expand.c"
+#include "../harness/matrix_http.c"
 #include "../harness/sha256.c"
 #include "../harness/status.c"
 #include "../harness/tolerance.c"
