@@ -4,7 +4,13 @@
  * library still runs on any x86-64; cpu_backend.c only installs this table
  * after __builtin_cpu_supports says the CPU has all three.
  *
- * Quantized dots (cpu_qdot.h) work one 32-element block per 256-bit register:
+ * Quantized weights x f32 activations (the default dot path, below the
+ * cpu_qdot.h include): int8 or nibbles widened to int32 (vpmovsxbd /
+ * vpmovzxbd), converted to float and FMA'd with the activations; Q4
+ * weights are dequantized in registers as fma(q, d, m), Q4_0 with m = -8d.
+ *
+ * Q8-activation dots (GT_CPU_ACT=q8, cpu_qdot.h) work one 32-element block
+ * per 256-bit register:
  *   Q8_0 x Q8: signed*signed has no byte multiply, so |w| (unsigned) times
  *              a with w's sign (vpsignb) feeds vpmaddubsw; |w| <= 128 and
  *              |a| <= 127 keep the 16-bit pair sums below 32767.
@@ -165,12 +171,12 @@ static T_AVX2 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, 
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         const uint8_t *bc = blk + b0 * stride;
-        avx2_f16s(bc, stride, m, cd);
-        if (moff >= 0)
+        if (moff >= 0) {
+            avx2_f16s(bc, stride, m, cd);
             avx2_f16s(bc + moff, stride, m, cm);
-        else
-            for (int64_t j = 0; j < m; j++)
-                cm[j] = -8.0f * cd[j];
+        } else {
+            avx2_f16s_times(bc, stride, m, -8.0f, cd, cm);
+        }
         for (int64_t j = 0; j < m; j++) {
             const uint8_t *q = bc + j * stride + qoff;
             const float *xb = x + (b0 + j) * 32;

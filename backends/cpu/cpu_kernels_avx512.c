@@ -1,9 +1,12 @@
 /* cpu_kernels_avx512.c: the AVX-512 (F, BW, VL, DQ, VNNI) kernel table.
  *
  * Starts from the AVX2 table and replaces the kernels that matter for speed:
- * quantized dots, float dots, the activation quantizer, exp-based ops.
+ * quantized dots (both paths), float dots, the activation quantizer,
+ * exp-based ops.
  *
- * Quantized dots are cpu_qdot.h's loops with VNNI's vpdpbusd (unsigned
+ * Quantized weights x f32 activations (the default path) are 512-bit, one
+ * block per two registers (see the section below). Q8-activation dots
+ * (GT_CPU_ACT=q8) are cpu_qdot.h's loops with VNNI's vpdpbusd (unsigned
  * bytes x signed bytes, four products summed into each int32 lane) in place
  * of AVX2's vpmaddubsw + vpmaddwd pair. They stay on 256-bit registers:
  * 512-bit integer work has two ports on current Intel cores and 256-bit
@@ -110,12 +113,12 @@ static T_512 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, c
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         const uint8_t *bc = blk + b0 * stride;
-        vnni_f16s(bc, stride, m, cd);
-        if (moff >= 0)
+        if (moff >= 0) {
+            vnni_f16s(bc, stride, m, cd);
             vnni_f16s(bc + moff, stride, m, cm);
-        else
-            for (int64_t j = 0; j < m; j++)
-                cm[j] = -8.0f * cd[j];
+        } else {
+            vnni_f16s_times(bc, stride, m, -8.0f, cd, cm);
+        }
         /* Two blocks per step into four accumulators: one FMA chain per
          * accumulator and block pair, so FMA latency does not limit. */
         int64_t j = 0;

@@ -65,6 +65,27 @@ static inline QD_T void QD_NAME(f16s)(const uint8_t *blk, int stride, int64_t n,
     }
 }
 
+/* As f16s, and cs[j] = k * c[j] from the same registers. (Computing cs in a
+ * second pass over c reads back the 32-byte stores with differently placed
+ * loads, and the failed store forwarding cost Q4_0 rows ~3 cycles a block.) */
+static inline QD_T void QD_NAME(f16s_times)(const uint8_t *blk, int stride, int64_t n, float k,
+                                            float *c, float *cs)
+{
+    const __m256 vk = _mm256_set1_ps(k);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = QD_NAME(gather_f16)(blk + j * stride, stride);
+        _mm256_storeu_ps(c + j, v);
+        _mm256_storeu_ps(cs + j, _mm256_mul_ps(v, vk));
+    }
+    for (; j < n; j++) {
+        uint16_t h;
+        memcpy(&h, blk + j * stride, sizeof h);
+        c[j] = QD_NAME(f16)(h);
+        cs[j] = k * c[j];
+    }
+}
+
 /* c[j] = dw[j] * d[j] for n blocks (scale at byte 0 of each block, stride
  * bytes apart); returns sum of dw[j]*s[j] when s, or of m[j]*s[j] when
  * moff >= 0 (Q4_1: m at byte moff). */
