@@ -25,8 +25,6 @@
 
 #define T_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-static inline T_512 float f16(uint16_t h) { return _cvtsh_ss(h); }
-
 static inline T_512 float hsum8(__m256 v)
 {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
