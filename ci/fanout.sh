@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# ci/fanout.sh: the CI fan-out, locally. Runs a matrix as 2 shards in
-# parallel (ci/qualify.sh --shard I/2, one run id), merges them with
-# `ci/qualify.sh merge` (gauntlet merge + report + db gate), runs the same
-# matrix unsharded, and checks that the two agree: the same cells with the
-# same statuses and raw statuses, every cell finished, one run in the merged
-# database, the same gate exit code, a merge missing a shard failing, and
+# ci/fanout.sh: the CI fan-out, locally, as ci/workflows/*.yml lay it out:
+# two "hardware runners" (--backends reference,cpu and the matrix's other
+# backends) x 2 shards, four ci/qualify.sh jobs in parallel with one run
+# id, merged with `ci/qualify.sh merge` (gauntlet merge + report + db gate);
+# then the same matrix unsharded. Checks that the two agree: the same cells
+# with the same statuses and raw statuses, every cell finished exactly once
+# (no runner duplicates another's cells), one run in the merged database,
+# the same gate exit code, a merge missing a job's database failing, and
 # the reports written (JUnit checked against ../shared/schemas/junit.xsd
 # when xmllint is there).
 #
@@ -23,23 +25,36 @@ mkdir -p "$T"
 unset GT_SHARD GT_BASELINE GT_TIER GT_OUT
 export GT_MATRIX=$MATRIX GT_JOBS=1
 
-# Each shard has its own artifact cache: on CI they are separate machines,
-# and here two processes must not race to synthesise the same file.
+# The matrix's backend ids, split into the two runner classes.
+mapfile -t ids < <(python3 -c 'import json,sys
+for b in json.load(open(sys.argv[1]))["backends"]:
+    print(b if isinstance(b, str) else b["id"])' "$MATRIX")
+rest=$(printf '%s\n' "${ids[@]}" | grep -vxE 'reference|cpu' | paste -sd, -)
+[ -n "$rest" ] || { echo "ci/fanout.sh: $MATRIX has no backend besides reference and cpu" >&2; exit 2; }
+classes=("reference,cpu" "$rest")
+
+# Each job has its own artifact cache: on CI they are separate machines,
+# and here parallel processes must not race to synthesise the same file.
 t0=$(date +%s)
-GT_RUN_ID=fanout-$$ GT_CACHE_DIR=$T/cache1 bash ci/qualify.sh --shard 1/2 --out "$T/s1" >"$T/s1.log" 2>&1 &
-p1=$!
-GT_RUN_ID=fanout-$$ GT_CACHE_DIR=$T/cache2 bash ci/qualify.sh --shard 2/2 --out "$T/s2" >"$T/s2.log" 2>&1 &
-p2=$!
-wait $p1; r1=$?
-wait $p2; r2=$?
-for r in $r1 $r2; do
-  [ "$r" -le 1 ] || { echo "ci/fanout.sh: a shard could not run:"; cat "$T"/s?.log; exit 2; }
+pids=() jobs=()
+for c in 0 1; do
+  for s in 1 2; do
+    j=r$c-s$s
+    GT_RUN_ID=fanout-$$ GT_CACHE_DIR=$T/cache-$j GT_BACKENDS=${classes[$c]} \
+      bash ci/qualify.sh --shard $s/2 --out "$T/$j" >"$T/$j.log" 2>&1 &
+    pids+=($!) jobs+=("$j")
+  done
 done
-bash ci/qualify.sh merge --out "$T/merged" "$T"/s1/results-1-of-2.sqlite "$T"/s2/results-2-of-2.sqlite \
-  >"$T/merge.log" 2>&1
+parts=()
+for k in "${!pids[@]}"; do
+  wait "${pids[$k]}"; r=$?
+  [ "$r" -le 1 ] || { echo "ci/fanout.sh: job ${jobs[$k]} could not run (exit $r):"; cat "$T/${jobs[$k]}.log"; exit 2; }
+  parts+=("$T/${jobs[$k]}"/results-*-of-2.sqlite)
+done
+bash ci/qualify.sh merge --out "$T/merged" "${parts[@]}" >"$T/merge.log" 2>&1
 rm=$?
 t1=$(date +%s)
-GT_RUN_ID=fanout-full-$$ GT_CACHE_DIR=$T/cache1 GT_JOBS=2 bash ci/qualify.sh --out "$T/full" >"$T/full.log" 2>&1
+GT_RUN_ID=fanout-full-$$ GT_CACHE_DIR=$T/cache-r0-s1 GT_JOBS=2 bash ci/qualify.sh --out "$T/full" >"$T/full.log" 2>&1
 rf=$?
 t2=$(date +%s)
 [ "$rm" -le 1 ] && [ "$rf" -le 1 ] || { echo "ci/fanout.sh: merge exit $rm, unsharded exit $rf"; cat "$T/merge.log" "$T/full.log"; exit 2; }
@@ -55,11 +70,15 @@ if ! diff -u "$T/full.cells" "$T/merged.cells" >"$T/cells.diff"; then
 fi
 n=$(wc -l <"$T/full.cells")
 [ "$n" -gt 0 ] || { echo "ci/fanout.sh: the unsharded run has no cells"; fail=1; }
-# Both shards ran something, or the split proved nothing.
-for s in 1 2; do
-  k=$(q "$T/s$s/results-$s-of-2.sqlite" "SELECT count(*) FROM cells WHERE status != 'pending'")
-  [ "$k" -gt 0 ] || { echo "ci/fanout.sh: shard $s/2 finished no cell"; fail=1; }
+# Every job ran something, or the split proved nothing; together they ran
+# each cell once.
+total=0
+for j in "${jobs[@]}"; do
+  k=$(q "$T/$j"/results-*-of-2.sqlite "SELECT count(*) FROM cells WHERE status != 'pending'")
+  [ "$k" -gt 0 ] || { echo "ci/fanout.sh: job $j finished no cell"; fail=1; }
+  total=$((total + k))
 done
+[ "$total" = "$n" ] || { echo "ci/fanout.sh: the jobs finished $total cells, the matrix has $n"; fail=1; }
 runs=$(q "$T/merged/results.sqlite" "SELECT count(*) FROM runs")
 pend=$(q "$T/merged/results.sqlite" "SELECT count(*) FROM cells WHERE status = 'pending'")
 want=$(q "$T/merged/results.sqlite" "SELECT n_cells FROM runs")
@@ -70,16 +89,16 @@ want=$(q "$T/merged/results.sqlite" "SELECT n_cells FROM runs")
 for f in report.html junit.xml summary.md; do
   [ -s "$T/merged/$f" ] || { echo "ci/fanout.sh: merge job wrote no $f"; fail=1; }
 done
-# The merge job must not pass a run that lost a shard.
-bash ci/qualify.sh merge --out "$T/partial" "$T"/s1/results-1-of-2.sqlite >"$T/partial.log" 2>&1
+# The merge job must not pass a run that lost a job's database.
+bash ci/qualify.sh merge --out "$T/partial" "${parts[@]:0:3}" >"$T/partial.log" 2>&1
 rp=$?
-[ "$rp" = 1 ] || { echo "ci/fanout.sh: merging shard 1 alone exited $rp, want 1 (missing shard)"; fail=1; }
+[ "$rp" = 1 ] || { echo "ci/fanout.sh: merging 3 of the 4 jobs exited $rp, want 1 (missing cells)"; fail=1; }
 xsd=../shared/schemas/junit.xsd
 if command -v xmllint >/dev/null && [ -f "$xsd" ]; then
   xmllint --noout --schema "$xsd" "$T/merged/junit.xml" 2>"$T/xmllint.txt" ||
     { echo "ci/fanout.sh: merged junit.xml fails junit.xsd:"; head -5 "$T/xmllint.txt"; fail=1; }
 fi
-echo "ci/fanout.sh: $n cells; shards+merge $((t1 - t0)) s, unsharded $((t2 - t1)) s; gate $rm/$rf;" \
+echo "ci/fanout.sh: $n cells; 2 runners x 2 shards + merge $((t1 - t0)) s, unsharded $((t2 - t1)) s; gate $rm/$rf;" \
      "$([ $fail = 0 ] && echo agree || echo DIFFER) (outputs: $T)"
 [ $fail = 0 ] && [ -z "${GT_FANOUT_DIR:-}" ] && rm -rf "$T"
 exit $fail

@@ -517,6 +517,13 @@ START_TEST(backends_option_filters_cells)
                      "stories260k/f32/cpu/default pass\n");
     sqlite3_close(h);
 
+    /* A runner's slice can be empty (cpu has index 1: nothing in 1/2):
+     * nothing ran, nothing failed, and it says so instead of gating. */
+    rc = run(BIN " qualify '%s' --db pick4.sqlite --backends cpu --shard 1/2", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "gate: nothing to judge: shard 1/2 with backends cpu"), "%s",
+                  g_out);
+
     rc = run(BIN " qualify '%s' --db pick3.sqlite --backends reference,vulkan", m);
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(g_out, "no backend \"vulkan\"") &&
