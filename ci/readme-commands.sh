@@ -54,6 +54,8 @@ entry 'bash ci/test.sh' skip \
 entry 'gauntlet plan matrices/ci.json' run
 entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
   "takes ~9 minutes on 2 cores (45 cells, SmolLM2 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
+entry 'gauntlet qualify matrices/serve.json --db serve.sqlite --html serve.html' run \
+  'serve.sqlite serve.html'
 entry 'gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md' run 'pr.md'
 PRE['gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md']='cp results.sqlite last-release.sqlite'
 entry 'GT_RUN_ID=$CI_RUN gauntlet qualify matrices/ci.json --shard 1/4 --db s1.sqlite' skip \
