@@ -457,6 +457,25 @@ static void emit_http_device(worker *w, const char *endpoint_t, const char *endp
 
 /* An http cell: start (or find) the server, run the suites over its API,
  * stop it. See the top of this file. */
+/* What a cell's suites see, from its spec: the fields an http cell and a
+ * backend cell share (each then sets its own). */
+static gt_suite_ctx suite_ctx(worker *w, const char *backend, const char *profile,
+                              const char *artifact, int n_threads, const char *faults)
+{
+    const cJSON *spec = w->spec;
+    gt_suite_ctx ctx = {
+        .cell_id = w->cell, .tier = sget(spec, "tier"), .model_id = sget(spec, "model"),
+        .quant = sget(spec, "quant"), .backend_name = backend, .driver_id = profile,
+        .model_path = artifact, .model_sha256 = sget(spec, "artifact_sha256"),
+        .source_sha256 = sget(spec, "source_sha256"), .f32_path = sget(spec, "f32_path"),
+        .n_threads = n_threads, .seed = (uint64_t)nget(spec, "seed", 1),
+        .data_dir = sget(spec, "data_dir"),
+        .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
+        .host = &HOST, .host_data = w,
+    };
+    return ctx;
+}
+
 static int run_http_cell(worker *w, const cJSON *http, double t0)
 {
     const cJSON *spec = w->spec;
@@ -573,17 +592,9 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     faults_for(w->cell, faults, sizeof faults);
     inject(faults);
 
-    gt_suite_ctx ctx = {
-        .cell_id = w->cell, .tier = sget(spec, "tier"), .model_id = sget(spec, "model"),
-        .quant = sget(spec, "quant"), .backend_name = backend, .driver_id = profile,
-        .model_path = artifact, .model_sha256 = sget(spec, "artifact_sha256"),
-        .source_sha256 = sget(spec, "source_sha256"), .f32_path = sget(spec, "f32_path"),
-        .n_threads = n_threads, .seed = (uint64_t)nget(spec, "seed", 1),
-        .data_dir = sget(spec, "data_dir"),
-        .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
-        .host = &HOST, .host_data = w, .endpoint = endpoint,
-        .served_model = sget(http, "model"),
-    };
+    gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, n_threads, faults);
+    ctx.endpoint = endpoint;
+    ctx.served_model = sget(http, "model");
     int ran = run_suites(w, &ctx, true);
     gt_model_free(ctx.model);
     if (ran == 0)
@@ -657,16 +668,10 @@ static int run_cell(worker *w, double t0)
     faults_for(w->cell, faults, sizeof faults);
     inject(faults);
 
-    gt_suite_ctx ctx = {
-        .cell_id = w->cell, .tier = sget(spec, "tier"), .model_id = sget(spec, "model"),
-        .quant = sget(spec, "quant"), .backend_name = backend, .driver_id = profile,
-        .driver = driver, .model_path = artifact, .model_sha256 = sget(spec, "artifact_sha256"),
-        .source_sha256 = sget(spec, "source_sha256"), .f32_path = sget(spec, "f32_path"),
-        .device = cfg.device, .n_threads = cfg.n_threads,
-        .seed = (uint64_t)nget(spec, "seed", 1), .data_dir = sget(spec, "data_dir"),
-        .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
-        .host = &HOST, .host_data = w, .backend = b,
-    };
+    gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, cfg.n_threads, faults);
+    ctx.driver = driver;
+    ctx.device = cfg.device;
+    ctx.backend = b;
     run_suites(w, &ctx, false);
     gt_model_free(ctx.model);
     gt_backend_close(b);
