@@ -171,7 +171,9 @@ static T_AVX2 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, 
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         const uint8_t *bc = blk + b0 * stride;
-        if (moff >= 0) {
+        if (moff == 2) {
+            avx2_f16s_pair(bc, stride, m, cd, cm);
+        } else if (moff >= 0) {
             avx2_f16s(bc, stride, m, cd);
             avx2_f16s(bc + moff, stride, m, cm);
         } else {

@@ -111,7 +111,9 @@ static T_512 float fdot_q4(const uint8_t *blk, int stride, int qoff, int moff, c
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         const uint8_t *bc = blk + b0 * stride;
-        if (moff >= 0) {
+        if (moff == 2) {
+            vnni_f16s_pair(bc, stride, m, cd, cm);
+        } else if (moff >= 0) {
             vnni_f16s(bc, stride, m, cd);
             vnni_f16s(bc + moff, stride, m, cm);
         } else {

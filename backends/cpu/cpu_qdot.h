@@ -65,6 +65,31 @@ static inline QD_T void QD_NAME(f16s)(const uint8_t *blk, int stride, int64_t n,
     }
 }
 
+/* Two f16 values side by side at blk + j*stride (Q4_1's d and m): lo[j]
+ * the first, hi[j] the second, from one gather of the dword they share. */
+static inline QD_T void QD_NAME(f16s_pair)(const uint8_t *blk, int stride, int64_t n, float *lo,
+                                           float *hi)
+{
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                           _mm256_set1_epi32(stride));
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256i g = _mm256_i32gather_epi32((const int *)(blk + j * stride), idx, 1);
+        const __m256i a = _mm256_and_si256(g, _mm256_set1_epi32(0xFFFF));
+        const __m256i b = _mm256_srli_epi32(g, 16);
+        /* packus per 128-bit lane: [a0-3 b0-3 | a4-7 b4-7]; then qwords 0,2 | 1,3. */
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+        _mm256_storeu_ps(lo + j, _mm256_cvtph_ps(_mm256_castsi256_si128(p)));
+        _mm256_storeu_ps(hi + j, _mm256_cvtph_ps(_mm256_extracti128_si256(p, 1)));
+    }
+    for (; j < n; j++) {
+        uint16_t h[2];
+        memcpy(h, blk + j * stride, sizeof h);
+        lo[j] = QD_NAME(f16)(h[0]);
+        hi[j] = QD_NAME(f16)(h[1]);
+    }
+}
+
 /* As f16s, and cs[j] = k * c[j] from the same registers. (Computing cs in a
  * second pass over c reads back the 32-byte stores with differently placed
  * loads, and the failed store forwarding cost Q4_0 rows ~3 cycles a block.) */
