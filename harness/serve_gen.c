@@ -26,6 +26,7 @@
 #include "gt/sampler.h"
 #include "gt/tokenizer.h"
 #include "serve.h"
+#include "utf8.h"
 
 typedef struct sbuf {
     char *p;
@@ -50,58 +51,6 @@ static int sbuf_add(sbuf *b, const char *s, size_t n)
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid,
- * -1 when it is a valid start cut short by the end of the buffer. */
-static int utf8_seq(const unsigned char *s, size_t n)
-{
-    int len;
-    unsigned min;
-    if (s[0] < 0x80)
-        return s[0] ? 1 : 0; /* NUL cannot go through C strings */
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = s[0] & (0x7f >> len);
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n)
-            return -1;
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A NUL-terminated UTF-8 copy; invalid bytes become U+FFFD. */
-static char *utf8_clean(const char *s, size_t n)
-{
-    char *out = malloc(n * 3 + 1), *o = out;
-    if (!out)
-        return NULL;
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        int l = utf8_seq(u + i, n - i);
-        if (l > 0) {
-            memcpy(o, u + i, (size_t)l);
-            o += l;
-            i += (size_t)l;
-        } else {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
 /* Bytes at the end of s[0..n) that start a UTF-8 sequence not yet complete. */
 static size_t utf8_incomplete_tail(const char *s, size_t n)
 {
@@ -110,7 +59,7 @@ static size_t utf8_incomplete_tail(const char *s, size_t n)
         unsigned char c = u[n - k];
         if ((c & 0xc0) == 0x80)
             continue;
-        return utf8_seq(u + n - k, k) == -1 ? k : 0;
+        return gt_utf8_seq(u + n - k, k) == -1 ? k : 0;
     }
     return 0;
 }
@@ -160,7 +109,7 @@ static void token_logprobs(const float *logits, int n_vocab, int32_t id, int n_t
 
 static void add_clean_string(cJSON *arr_or_obj, const char *key, const char *s, size_t n)
 {
-    char *c = utf8_clean(s, n);
+    char *c = gt_utf8_clean(s, n, false);
     cJSON *v = cJSON_CreateString(c ? c : "");
     free(c);
     if (key)
@@ -194,7 +143,7 @@ static cJSON *logprobs_json(const tokrec *recs, int n, const char *text, const g
             char piece[256];
             int len = gt_token_to_bytes(tok, t->top_id[k], piece, sizeof piece);
             len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
-            char *key = utf8_clean(piece, (size_t)len);
+            char *key = gt_utf8_clean(piece, (size_t)len, false);
             cJSON_AddItemToObject(top, key ? key : "", cJSON_CreateNumber(t->top_lp[k]));
             free(key);
         }

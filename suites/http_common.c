@@ -118,65 +118,12 @@ void gt_hc_completion_free(gt_hc_completion *r)
     r->root = NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left): 0 invalid, -1 a
- * valid start cut short by the end. */
-static int utf8_seq(const unsigned char *s, size_t n)
-{
-    int len;
-    unsigned min;
-    if (s[0] < 0x80)
-        return s[0] ? 1 : 0;
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = s[0] & (0x7fu >> len);
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n)
-            return -1;
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-char *gt_hc_utf8_clean(const char *s, size_t n, bool drop_tail)
-{
-    char *out = malloc(n * 3 + 1), *o = out;
-    if (!out)
-        return NULL;
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        int l = utf8_seq(u + i, n - i);
-        if (l < 0 && drop_tail)
-            break;
-        if (l > 0) {
-            memcpy(o, u + i, (size_t)l);
-            o += l;
-            i += (size_t)l;
-        } else {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
 size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap)
 {
     char raw[256];
     int len = gt_token_to_bytes(gt_model_tokenizer(m), id, raw, sizeof raw);
     len = len < 0 ? 0 : len > (int)sizeof raw ? (int)sizeof raw : len;
-    char *c = gt_hc_utf8_clean(raw, (size_t)len, false);
+    char *c = gt_utf8_clean(raw, (size_t)len, false);
     snprintf(out, cap, "%s", c ? c : "");
     free(c);
     return strlen(out);
@@ -259,7 +206,7 @@ int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *te
         if (ref[k] == eos) {
             /* The reference ends here; a server that stopped with the same
              * text agrees on everything there is. */
-            char *cl = gt_hc_utf8_clean(raw, len, false);
+            char *cl = gt_utf8_clean(raw, len, false);
             bool same = cl && strcmp(cl, text) == 0 && strcmp(finish, "stop") == 0;
             free(cl);
             best = same ? n : k;
@@ -267,7 +214,7 @@ int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *te
         }
         int l = gt_token_to_bytes(tok, ref[k], raw + len, 256);
         len += l < 0 ? 0 : l > 256 ? 256 : (size_t)l;
-        char *cl = gt_hc_utf8_clean(raw, len, true);
+        char *cl = gt_utf8_clean(raw, len, true);
         size_t cn = cl ? strlen(cl) : 0;
         bool prefix = cl && cn <= tl && memcmp(cl, text, cn) == 0;
         free(cl);

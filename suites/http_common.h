@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "../harness/http_client.h"
+#include "../harness/utf8.h" /* gt_utf8_clean: text the way a server cleans it */
 #include "gt/model.h"
 #include "suite.h"
 
@@ -59,12 +60,6 @@ typedef struct gt_hc_completion {
  * names the status and the body, out->status is set when one came back). */
 int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err);
 void gt_hc_completion_free(gt_hc_completion *r);
-
-/* A malloc'ed NUL-terminated UTF-8 copy of s[0..n) with each invalid byte
- * replaced by U+FFFD, the way a server must clean text for JSON. With
- * drop_tail, a valid but unfinished sequence at the end is dropped instead
- * (a prefix of a longer text). NULL when out of memory. */
-char *gt_hc_utf8_clean(const char *s, size_t n, bool drop_tail);
 
 /* The text of token id as the server would send it (UTF-8-cleaned bytes of
  * the token, the space a SentencePiece piece stands for included) into out;

@@ -175,7 +175,7 @@ static int make_prompts(gt_suite_ctx *c, const gt_model *m, int n_prompt, int wa
         char *raw = need >= 0 ? malloc((size_t)need + 1) : NULL;
         if (raw) {
             gt_detokenize(t, src, w, raw, (size_t)need + 1);
-            p[i] = gt_hc_utf8_clean(raw, (size_t)need, true);
+            p[i] = gt_utf8_clean(raw, (size_t)need, true);
         }
         free(raw);
         if (!p[i]) {

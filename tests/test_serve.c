@@ -30,6 +30,7 @@
 #include "../harness/cli.c"
 #include "../harness/serve_gen.c"
 #include "../harness/serve_request.c"
+#include "../harness/utf8.c"
 #include "gt/backend.h"
 
 static const char *model_path;
@@ -665,11 +666,14 @@ END_TEST
 
 START_TEST(test_utf8_cleaning)
 {
-    char *c = utf8_clean("a\xff b\xc0\xaf \xe2\x96\x81 \xf0\x9f\x98\x80", 15);
+    char *c = gt_utf8_clean("a\xff b\xc0\xaf \xe2\x96\x81 \xf0\x9f\x98\x80", 15, false);
     ck_assert_str_eq(c, "a\xef\xbf\xbd b\xef\xbf\xbd\xef\xbf\xbd \xe2\x96\x81 \xf0\x9f\x98\x80");
     free(c);
-    c = utf8_clean("x\0y", 3); /* NUL cannot go through C strings */
+    c = gt_utf8_clean("x\0y", 3, false); /* NUL cannot go through C strings */
     ck_assert_str_eq(c, "x\xef\xbf\xbdy");
+    free(c);
+    c = gt_utf8_clean("ab\xe2\x96", 4, true); /* a prefix: the unfinished tail is dropped */
+    ck_assert_str_eq(c, "ab");
     free(c);
     ck_assert_uint_eq(utf8_incomplete_tail("ab\xe2\x96", 4), 2);
     ck_assert_uint_eq(utf8_incomplete_tail("ab\xf0", 3), 1);
