@@ -389,6 +389,23 @@ out:
     return rc;
 }
 
+void gt_accuracy_greedy_result(gt_suite_ctx *c, const char *ps_path, int n_ctx, bool cached,
+                               int used, int identical, int n_gen, long same, long total,
+                               const char *note)
+{
+    if (used == 0) {
+        gt_suite_result(c, "greedy", GT_ST_SKIP, "no prompt of %s fits a context of %d", ps_path,
+                        n_ctx);
+        return;
+    }
+    gt_suite_result(c, "greedy", GT_ST_PASS,
+                    "%s reference: %d of %d prompts identical for %d tokens; %ld of %ld "
+                    "tokens before the first divergence%s",
+                    cached ? "cached" : "computed", identical, used, n_gen, same, total, note);
+    gt_suite_metric(c, "greedy_match", (double)same / (double)total);
+    gt_suite_metric(c, "greedy_first_div", (double)same / used);
+}
+
 /* Greedy continuations of the prompt set vs the same-quant reference. */
 static int greedy_agreement(acc *a, gt_err *err)
 {
@@ -442,7 +459,6 @@ static int greedy_agreement(acc *a, gt_err *err)
         goto out;
     }
     long same = 0, total = 0;
-    double div_sum = 0;
     int used = 0, identical = 0;
     for (int i = 0; i < ps.n; i++) {
         int np = gt_greedy_tokenize(a->m, ps.p[i].text, ids, n_ctx, err);
@@ -465,24 +481,14 @@ static int greedy_agreement(acc *a, gt_err *err)
             k++;
         same += k;
         total += n_gen;
-        div_sum += k;
         identical += k == n_gen;
         used++;
     }
     if (computed && gt_suite_ref_put(c, key, "accuracy greedy tokens (int32, prompts x n_gen)",
                                      ref, want, err) != 0)
         goto out;
-    if (used == 0) {
-        gt_suite_result(c, "greedy", GT_ST_SKIP, "no prompt of %s fits a context of %d", ps.path,
-                        n_ctx);
-    } else {
-        gt_suite_result(c, "greedy", GT_ST_PASS,
-                        "%s reference: %d of %d prompts identical for %d tokens; %ld of %ld "
-                        "tokens before the first divergence",
-                        computed ? "computed" : "cached", identical, used, n_gen, same, total);
-        gt_suite_metric(c, "greedy_match", (double)same / (double)total);
-        gt_suite_metric(c, "greedy_first_div", div_sum / used);
-    }
+    gt_accuracy_greedy_result(c, ps.path, n_ctx, !computed, used, identical, n_gen, same, total,
+                              "");
     rc = 0;
 out:
     gt_session_free(s);

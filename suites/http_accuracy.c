@@ -58,20 +58,6 @@ typedef struct chunk {
     int n_scored;
 } chunk;
 
-static void quote(const char *s, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; s[i] && o + 3 < cap; i++) {
-        if (s[i] == '\n' || s[i] == '"' || s[i] == '\\') {
-            out[o++] = '\\';
-            out[o++] = s[i] == '\n' ? 'n' : s[i];
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = '\0';
-}
-
 /* The chunks of the accuracy window; returns the count, -1 with err. */
 static int make_chunks(gt_suite_ctx *c, const gt_model *m, int n_ctx, int max_scored,
                        chunk **out, int *n_pos, char hash[65], char *path, size_t path_cap,
@@ -301,17 +287,8 @@ static int greedy_http(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, gt_er
         identical += k == n_gen;
         used++;
     }
-    if (used == 0) {
-        gt_suite_result(c, "greedy", GT_ST_SKIP, "no prompt of %s fits a context of %d", ps.path,
-                        n_ctx);
-    } else {
-        gt_suite_result(c, "greedy", GT_ST_PASS,
-                        "%s reference: %d of %d prompts identical for %d tokens; %ld of %ld "
-                        "tokens before the first divergence (server text)",
-                        cached ? "cached" : "computed", identical, used, n_gen, same, total);
-        gt_suite_metric(c, "greedy_match", (double)same / (double)total);
-        gt_suite_metric(c, "greedy_first_div", (double)same / used);
-    }
+    gt_accuracy_greedy_result(c, ps.path, n_ctx, cached, used, identical, n_gen, same, total,
+                              " (server text)");
     rc = 0;
 out:
     free(prompts);
@@ -329,10 +306,8 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
     if (n_ctx < 8 || n_ctx > 4096 || max_scored < 0)
         return gt_err_set(err, "accuracy settings: n_ctx must be 8..4096, max_scored >= 0");
     gt_hc t;
-    if (gt_hc_open(c, true, &t, err) != 0)
-        return -1;
     gt_model *m;
-    if (gt_suite_model(c, &m, err) != 0)
+    if (gt_hc_open_model(c, &t, &m, err) != 0)
         return -1;
     chunk *ch = NULL;
     int n_pos = 0;
@@ -423,8 +398,8 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
             scored++;
             if (!same && first_dis < 0) {
                 char qk[80], qp[80];
-                quote(key ? key : "(none)", qk, sizeof qk);
-                quote(piece, qp, sizeof qp);
+                gt_hc_quote(key ? key : "(none)", qk, sizeof qk);
+                gt_hc_quote(piece, qp, sizeof qp);
                 first_dis = pos + s;
                 snprintf(dis_msg, sizeof dis_msg,
                          "; first disagreement at chunk %d position %d: server \"%s\", "

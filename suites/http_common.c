@@ -50,6 +50,13 @@ int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err)
     return rc;
 }
 
+int gt_hc_open_model(gt_suite_ctx *c, gt_hc *t, gt_model **m, gt_err *err)
+{
+    if (gt_hc_open(c, true, t, err) != 0)
+        return -1;
+    return gt_suite_model(c, m, err);
+}
+
 void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap)
 {
     snprintf(out, cap, "%s%s", t->base, path);
@@ -116,6 +123,20 @@ void gt_hc_completion_free(gt_hc_completion *r)
 {
     cJSON_Delete(r->root);
     r->root = NULL;
+}
+
+void gt_hc_quote(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; s[i] && o + 3 < cap; i++) {
+        if (s[i] == '\n' || s[i] == '"' || s[i] == '\\') {
+            out[o++] = '\\';
+            out[o++] = s[i] == '\n' ? 'n' : s[i];
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
 }
 
 size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap)

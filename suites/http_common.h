@@ -38,6 +38,10 @@ typedef struct gt_hc {
  * no model. -1 with err when the endpoint is unset or /models cannot say. */
 int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err);
 
+/* gt_hc_open with the lookup, then the cell's artifact (gt_suite_model):
+ * what every variant that compares with the reference starts with. */
+int gt_hc_open_model(gt_suite_ctx *c, gt_hc *t, gt_model **m, gt_err *err);
+
 /* base + path ("/completions") into out. */
 void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap);
 
@@ -60,6 +64,10 @@ typedef struct gt_hc_completion {
  * names the status and the body, out->status is set when one came back). */
 int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err);
 void gt_hc_completion_free(gt_hc_completion *r);
+
+/* s escaped to stand between double quotes in a message (newline, '"', '\\'),
+ * cut to fit cap. */
+void gt_hc_quote(const char *s, char *out, size_t cap);
 
 /* The text of token id as the server would send it (UTF-8-cleaned bytes of
  * the token, the space a SentencePiece piece stands for included) into out;
@@ -88,6 +96,12 @@ int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err);
 /* Defined beside each suite's normal run (smoke.c shares its prompts). */
 int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap);
 bool gt_performance_selected(const gt_suite_ctx *c); /* the "cells" setting */
+/* accuracy's "greedy" result and metrics: of the prompts of ps_path that fit
+ * n_ctx, `used` were compared, `identical` for all n_gen tokens, `same` of
+ * `total` tokens before the first divergence; note ends the message. */
+void gt_accuracy_greedy_result(gt_suite_ctx *c, const char *ps_path, int n_ctx, bool cached,
+                               int used, int identical, int n_gen, long same, long total,
+                               const char *note);
 
 /* The http variants (suites/http_<suite>.c), set as .run_http. */
 int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);

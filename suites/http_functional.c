@@ -53,18 +53,22 @@ static int token_diff(const gt_model *m, const char *a, const char *b, int *firs
     return d;
 }
 
-static void quote(const char *s, char *out, size_t cap)
+/* The check that texts a and b are the same tokens, and its metric (the
+ * number that differ). Failed: "<what>: N tokens differ, first at I: a vs
+ * b"; passed: "<same> the same text: a". */
+static void same_text(gt_suite_ctx *c, const gt_model *m, const char *check, const char *metric,
+                      const char *a, const char *b, const char *what, const char *same)
 {
-    size_t o = 0;
-    for (size_t i = 0; s[i] && o + 3 < cap; i++) {
-        if (s[i] == '\n' || s[i] == '"' || s[i] == '\\') {
-            out[o++] = '\\';
-            out[o++] = s[i] == '\n' ? 'n' : s[i];
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = '\0';
+    char qa[300], qb[300];
+    int first, d = token_diff(m, a, b, &first);
+    gt_hc_quote(a, qa, sizeof qa);
+    gt_hc_quote(b, qb, sizeof qb);
+    if (d)
+        gt_suite_check(c, check, false, "%s: %d tokens differ, first at %d: \"%s\" vs \"%s\"",
+                       what, d, first, qa, qb);
+    else
+        gt_suite_check(c, check, true, "%s the same text: \"%s\"", same, qa);
+    gt_suite_metric(c, metric, d);
 }
 
 /* One completion; NULL and a failed check named `check` when it fails. */
@@ -98,35 +102,24 @@ int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
     if (n < 2)
         return gt_err_set(err, "functional settings: n_tokens must be >= 2");
     gt_hc t;
-    if (gt_hc_open(c, true, &t, err) != 0)
-        return -1;
     gt_model *m;
-    if (gt_suite_model(c, &m, err) != 0)
+    if (gt_hc_open_model(c, &t, &m, err) != 0)
         return -1;
     gt_promptset ps;
     if (gt_promptset_load(c, gt_model_hparams(m)->n_vocab, 1, &ps, err) != 0)
         return -1;
     const char *prompt = ps.p[0].text;
-    char qa[300], qb[300];
+    char qa[300];
 
     /* Determinism at temperature 0. */
     gt_hc_completion r1, r2;
     char *a = complete(c, &t, "determinism", gt_hc_request(&t, prompt, n, 0), &r1);
     char *b = a ? complete(c, &t, "determinism", gt_hc_request(&t, prompt, n, 0), &r2) : NULL;
     if (a && b) {
-        int first, d = token_diff(m, a, b, &first);
-        quote(a, qa, sizeof qa);
-        quote(b, qb, sizeof qb);
-        if (d)
-            gt_suite_check(c, "determinism", false,
-                           "two temperature-0 requests: %d tokens differ, first at %d: \"%s\" "
-                           "vs \"%s\"",
-                           d, first, qa, qb);
-        else
-            gt_suite_check(c, "determinism", true,
-                           "two temperature-0 requests for %d tokens give the same text: \"%s\"",
-                           n, qa);
-        gt_suite_metric(c, "determinism_diff", d);
+        char same[96];
+        snprintf(same, sizeof same, "two temperature-0 requests for %d tokens give", n);
+        same_text(c, m, "determinism", "determinism_diff", a, b, "two temperature-0 requests",
+                  same);
         gt_hc_completion_free(&r2);
     }
     free(b);
@@ -140,19 +133,10 @@ int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
     char *x = complete(c, &t, "seed", sampled(&t, prompt, n, 0.8, seed), &s1);
     char *y = x ? complete(c, &t, "seed", sampled(&t, prompt, n, 0.8, seed), &s2) : NULL;
     if (x && y) {
-        int first, d = token_diff(m, x, y, &first);
-        quote(x, qa, sizeof qa);
-        quote(y, qb, sizeof qb);
-        if (d)
-            gt_suite_check(c, "seed", false,
-                           "temperature 0.8, seed %.0f twice: %d tokens differ, first at %d: "
-                           "\"%s\" vs \"%s\"",
-                           seed, d, first, qa, qb);
-        else
-            gt_suite_check(c, "seed", true,
-                           "temperature 0.8, seed %.0f twice gives the same text: \"%s\"", seed,
-                           qa);
-        gt_suite_metric(c, "seed_diff", d);
+        char what[96], same[112];
+        snprintf(what, sizeof what, "temperature 0.8, seed %.0f twice", seed);
+        snprintf(same, sizeof same, "%s gives", what);
+        same_text(c, m, "seed", "seed_diff", x, y, what, same);
         char *z = complete(c, &t, "seed_other", sampled(&t, prompt, n, 0.8, seed + 1), &s3);
         if (z) {
             int f2, d2 = token_diff(m, x, z, &f2);
@@ -178,7 +162,7 @@ int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
             bool count_ok = stopped ? rk.completion_tokens <= k : rk.completion_tokens == k &&
                                                                       strcmp(rk.finish, "length") == 0;
             bool prefix = strncmp(full, p, strlen(p)) == 0;
-            quote(p, qa, sizeof qa);
+            gt_hc_quote(p, qa, sizeof qa);
             gt_suite_check(c, "max_tokens", count_ok && prefix,
                            "max_tokens %d: completion_tokens %d, finish_reason \"%s\"; text "
                            "\"%s\" %s the start of the %d-token text",
@@ -212,8 +196,8 @@ int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
             bool ok = strlen(p) == cut && strncmp(p, full, cut) == 0 &&
                       strcmp(rs.finish, "stop") == 0;
             char qs[40];
-            quote(stop, qs, sizeof qs);
-            quote(p, qa, sizeof qa);
+            gt_hc_quote(stop, qs, sizeof qs);
+            gt_hc_quote(p, qa, sizeof qa);
             gt_suite_check(c, "stop", ok,
                            "stop \"%s\": text \"%s\" (%zu bytes, expected the %zu before its "
                            "first occurrence), finish_reason \"%s\"",

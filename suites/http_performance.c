@@ -208,10 +208,8 @@ int gt_performance_run_http(gt_suite_ctx *c, gt_err *err)
         return 0;
     }
     gt_hc t;
-    if (gt_hc_open(c, true, &t, err) != 0)
-        return -1;
     gt_model *m;
-    if (gt_suite_model(c, &m, err) != 0)
+    if (gt_hc_open_model(c, &t, &m, err) != 0)
         return -1;
     int n_texts = n_clients * (duration > 0 ? 8 : n_req) + 1;
     char **prompts = NULL;

@@ -30,21 +30,6 @@
 
 #define MAX_PROMPTS 64
 
-static void quote(const char *s, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && s[i] && o + 3 < cap; i++) {
-        char ch = s[i];
-        if (ch == '\n' || ch == '"' || ch == '\\') {
-            out[o++] = '\\';
-            out[o++] = ch == '\n' ? 'n' : ch;
-        } else {
-            out[o++] = ch;
-        }
-    }
-    out[o] = '\0';
-}
-
 int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err)
 {
     int n_tokens = (int)gt_suite_int(c, "n_tokens", 16);
@@ -160,7 +145,7 @@ int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err)
     }
     if (done == n_prompts) {
         char q[200];
-        quote(texts[0], strlen(texts[0]), q, sizeof q);
+        gt_hc_quote(texts[0], q, sizeof q);
         gt_suite_check(c, "generate", true,
                        "%d prompts x %d tokens at temperature 0 in %.2f s; first: \"%s\"",
                        n_prompts, n_tokens, t_total, q);
@@ -204,8 +189,8 @@ int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err)
             if (div_p >= 0) {
                 char piece[64], q[200], pq[80];
                 gt_hc_piece(m, ref[(size_t)div_p * n_tokens + div_k], piece, sizeof piece);
-                quote(piece, strlen(piece), pq, sizeof pq);
-                quote(texts[div_p], strlen(texts[div_p]), q, sizeof q);
+                gt_hc_quote(piece, pq, sizeof pq);
+                gt_hc_quote(texts[div_p], q, sizeof q);
                 snprintf(detail, sizeof detail,
                          "; first divergence: prompt %d at token %d, where the reference "
                          "continues with \"%s\"; server text \"%s\"",
