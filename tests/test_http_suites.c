@@ -38,70 +38,11 @@
 
 static const char *g_stories;
 
-typedef struct server {
-    pid_t pid;
-    int port;
-    char log[256];
-} server;
+/* After gt_test_serve_start's `serve -m MODEL -b reference --port 0 -t 1`:
+ * no per-request log lines. */
+static const char *const SERVE_ARGS[] = {"--host", "127.0.0.1", "-q", NULL};
 
-/* `gauntlet serve -m model -b reference --port 0`, up and healthy. */
-static int start_server(server *s, const char *model)
-{
-    static int n;
-    char logname[32];
-    snprintf(logname, sizeof logname, "serve%d-%d.log", (int)getpid(), n++);
-    snprintf(s->log, sizeof s->log, "%s", gt_test_tmp(logname));
-    const char *argv[] = {"gauntlet", "serve", "-m", model, "-b", "reference", "--host",
-                          "127.0.0.1", "--port", "0", "-t", "1", "-q", NULL};
-    s->pid = fork();
-    if (s->pid == 0) {
-        FILE *f = freopen(s->log, "w", stderr);
-        (void)f;
-        execv(BIN, (char *const *)argv);
-        _exit(127);
-    }
-    s->port = 0;
-    for (int i = 0; i < 200 && !s->port; i++) { /* 10 s */
-        usleep(50 * 1000);
-        FILE *f = fopen(s->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            const char *p = strstr(line, "listening on http://127.0.0.1:");
-            if (p)
-                s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        }
-        if (f)
-            fclose(f);
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-            return -1;
-    }
-    if (!s->port)
-        return -1;
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/health", s->port);
-    gt_err e = {{0}};
-    return gt_http_wait_healthy(url, 10, &e);
-}
-
-static void stop_server(server *s)
-{
-    if (s->pid <= 0)
-        return;
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return;
-        }
-        usleep(50 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-}
-
-static char *url_of(const server *s, const char *path)
+static char *url_of(const gt_test_server *s, const char *path)
 {
     static char buf[256];
     snprintf(buf, sizeof buf, "http://127.0.0.1:%d%s", s->port, path);
@@ -110,14 +51,15 @@ static char *url_of(const server *s, const char *path)
 
 /* --- the client ----------------------------------------------------------- */
 
-static server g_main;
+static gt_test_server g_main;
 
 static void main_up(void)
 {
-    ck_assert_msg(start_server(&g_main, g_stories) == 0, "gauntlet serve did not come up");
+    ck_assert_msg(gt_test_serve_start(&g_main, g_stories, SERVE_ARGS) == 0,
+                  "gauntlet serve did not come up");
 }
 
-static void main_down(void) { stop_server(&g_main); }
+static void main_down(void) { gt_test_serve_stop(&g_main); }
 
 START_TEST(test_client_get_post)
 {
@@ -193,10 +135,10 @@ END_TEST
 START_TEST(test_client_failures)
 {
     /* A port nobody listens on: bound and closed again. */
-    server dead = {0};
-    ck_assert_int_eq(start_server(&dead, g_stories), 0);
+    gt_test_server dead = {0};
+    ck_assert_int_eq(gt_test_serve_start(&dead, g_stories, SERVE_ARGS), 0);
     int port = dead.port;
-    stop_server(&dead);
+    gt_test_serve_stop(&dead);
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/health", port);
     gt_http_reply r;
@@ -230,7 +172,8 @@ static const char *SUITE_TOLERANCES =
     " \"accuracy.logprob_max_abs_diff\": {\"max\": 0.0001}, \"performance.errors\": {\"eq\": 0}}";
 
 /* Runs the worker on an http cell against s; the artifact is stories260K. */
-static void run_worker(const server *s, const char *suites, const char *settings, lines *out)
+static void run_worker(const gt_test_server *s, const char *suites, const char *settings,
+                       lines *out)
 {
     static int n;
     char name[32];
@@ -416,8 +359,9 @@ static const char *rotated_model(void)
 
 START_TEST(test_suites_fail_against_another_model)
 {
-    server s = {0};
-    ck_assert_msg(start_server(&s, rotated_model()) == 0, "serve of the rotated model failed");
+    gt_test_server s = {0};
+    ck_assert_msg(gt_test_serve_start(&s, rotated_model(), SERVE_ARGS) == 0,
+                  "serve of the rotated model failed");
     lines l;
     run_worker(&s, "[\"smoke\"]", "{}", &l);
     expect_status(&l, "smoke", "health", "pass");
@@ -443,7 +387,7 @@ START_TEST(test_suites_fail_against_another_model)
     ck_assert_double_lt(value(&l, "accuracy", "drift_top1"), 0.5);
     ck_assert_double_gt(value(&l, "accuracy", "logprob_max_abs_diff"), 0.01);
     cJSON_Delete(l.all);
-    stop_server(&s);
+    gt_test_serve_stop(&s);
 }
 END_TEST
 
@@ -451,8 +395,9 @@ START_TEST(test_suites_fail_against_another_tokenizer)
 {
     const char *synth = gt_test_tmp("synth.gguf");
     ck_assert_int_eq(gt_test_sh("'%s' synth '%s' --seed 5 >/dev/null", BIN, synth), 0);
-    server s = {0};
-    ck_assert_msg(start_server(&s, synth) == 0, "serve of the synth model failed");
+    gt_test_server s = {0};
+    ck_assert_msg(gt_test_serve_start(&s, synth, SERVE_ARGS) == 0,
+                  "serve of the synth model failed");
     lines l;
     run_worker(&s, "[\"accuracy\"]", "{\"accuracy\": {\"max_scored\": 128, \"n_gen\": 0}}", &l);
     expect_status(&l, "accuracy", "token_count", "fail");
@@ -476,7 +421,7 @@ START_TEST(test_suites_fail_against_another_tokenizer)
     expect_status(&l, "smoke", "reference", "fail");
     ck_assert_ptr_nonnull(strstr(message(&l, "smoke", "reference"), "tokens agree (ref_agreement"));
     cJSON_Delete(l.all);
-    stop_server(&s);
+    gt_test_serve_stop(&s);
 }
 END_TEST
 

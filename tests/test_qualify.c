@@ -26,27 +26,19 @@ static char g_dir[4096];   /* shared by all tests (made before forking) */
 static char g_out[65536];  /* output of the last run() */
 static const char *g_stories;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Runs a shell command line (env assignments allowed) with the shared cache;
  * returns its exit code and keeps stdout+stderr in g_out. */
 #define run(...) gt_test_run_in(g_dir, g_out, sizeof g_out, __VA_ARGS__)
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
 
-static const char *path_in(const char *name)
-{
-    static char buf[8][4200];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 4200, "%s/%s", g_dir, name);
-    return p;
-}
+/* The shared helpers (testutil.h) under this file's short names: paths
+ * and databases are in g_dir. */
+#define path_in(name) gt_test_join(g_dir, name)
+#define db_open(name) gt_test_db_open(path_in(name))
+#define q_int(...) gt_test_q_int(__VA_ARGS__)
+#define q_text(...) gt_test_q_text(__VA_ARGS__)
+#define now() gt_test_now()
 
 /* A small matrix: 2 models x 2 quants x (reference, cpu) = 8 cells. */
 static const char *small_matrix(const char *name, const char *cpu_timeout, const char *extra)
@@ -68,50 +60,6 @@ static const char *small_matrix(const char *name, const char *cpu_timeout, const
     snprintf(p, 4200, "%s/%s", g_dir, name);
     gt_test_write_file(p, text, strlen(text));
     return p;
-}
-
-static sqlite3 *db_open(const char *name)
-{
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(path_in(name), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
-}
-
-static long long q_int(sqlite3 *h, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
-    return v;
-}
-
-static char *q_text(sqlite3 *h, const char *fmt, ...)
-{
-    static char out[8192];
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    out[0] = '\0';
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const unsigned char *s = sqlite3_column_text(st, 0);
-        size_t len = strlen(out);
-        snprintf(out + len, sizeof out - len, "%s\n", s ? (const char *)s : "NULL");
-    }
-    sqlite3_finalize(st);
-    return out;
 }
 
 START_TEST(quickstart_passes_and_records_everything)

@@ -35,38 +35,16 @@ static const char *g_stories;
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Runs a shell command line in g_dir with the shared cache; stdout+stderr in g_out. */
-static int run(const char *fmt, ...)
-{
-    char cmd[8192], line[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(line, sizeof line, "cd '%s' && XDG_CACHE_HOME='%s/cache' %s 2>&1", g_dir, g_dir, cmd);
-    FILE *p = popen(line, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+#define run(...) gt_test_run_in(g_dir, g_out, sizeof g_out, __VA_ARGS__)
 
-static const char *path_in(const char *name)
-{
-    static char buf[8][4200];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 4200, "%s/%s", g_dir, name);
-    return p;
-}
+/* The shared helpers (testutil.h) under this file's short names: paths
+ * and databases are in g_dir. */
+#define path_in(name) gt_test_join(g_dir, name)
+#define db_open(name) gt_test_db_open(path_in(name))
+#define q_int(...) gt_test_q_int(__VA_ARGS__)
+#define q_text(...) gt_test_q_text(__VA_ARGS__)
+#define now() gt_test_now()
 
 /* A matrix on stories260K f32 with the given backends and a smoke tier. */
 static const char *matrix(const char *name, const char *backends, const char *extra)
@@ -87,40 +65,6 @@ static const char *matrix(const char *name, const char *backends, const char *ex
     char *out = keep[k++ % 8];
     snprintf(out, 4200, "%s", p);
     gt_test_write_file(out, text, strlen(text));
-    return out;
-}
-
-static sqlite3 *db_open(const char *name)
-{
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(path_in(name), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    return h;
-}
-
-static long long q_int(sqlite3 *h, const char *sql)
-{
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
-    return v;
-}
-
-static const char *q_text(sqlite3 *h, const char *sql)
-{
-    static char out[16384];
-    sqlite3_stmt *st;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(h));
-    out[0] = '\0';
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const unsigned char *s = sqlite3_column_text(st, 0);
-        size_t len = strlen(out);
-        snprintf(out + len, sizeof out - len, "%s\n", s ? (const char *)s : "NULL");
-    }
-    sqlite3_finalize(st);
     return out;
 }
 
@@ -326,7 +270,7 @@ START_TEST(serve_matrix_qualifies)
                               " check_name = 'start' AND status = 'pass'"),
                      4);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE log LIKE"
-                              " '%worker: the server exited with code 0 after SIGTERM%'"),
+                              " '%%worker: the server exited with code 0 after SIGTERM%%'"),
                      4);
     /* one device per endpoint as written and model served (f32, q8_0) */
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE backend = 'http' AND"
@@ -401,7 +345,7 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
     ck_assert_int_lt(q_int(h, "SELECT MAX(duration_s) FROM cells WHERE backend <> 'sleeper'"), 5);
     /* the sleeper got SIGTERM and went: killed by it, nothing left */
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE backend = 'sleeper' AND log LIKE"
-                              " '%the server was killed by SIGTERM%'"),
+                              " '%%the server was killed by SIGTERM%%'"),
                      1);
     sqlite3_close(h);
     ck_assert_int_eq(live_after("GT_TEST_TAG=never", "sleep"), 0);
@@ -441,7 +385,7 @@ START_TEST(crashed_worker_leaves_no_server)
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("crash.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'crash' AND reason LIKE"
-                              " 'SIGSEGV%' AND log LIKE '%listening on http://127.0.0.1:%'"),
+                              " 'SIGSEGV%%' AND log LIKE '%%listening on http://127.0.0.1:%%'"),
                      1);
     sqlite3_close(h);
     ck_assert_int_eq(live_after("GT_TEST_TAG=crash", "serve"), 0);
@@ -458,7 +402,7 @@ START_TEST(crashed_worker_leaves_no_server)
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
     h = db_open("hang.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'timeout' AND log LIKE"
-                              " '%listening on http://127.0.0.1:%'"),
+                              " '%%listening on http://127.0.0.1:%%'"),
                      1);
     sqlite3_close(h);
     ck_assert_int_eq(live_after("GT_TEST_TAG=hang", "serve"), 0);
@@ -488,7 +432,7 @@ START_TEST(suite_without_http_variant_skips)
                                " message FROM results WHERE suite <> 'server'"),
                      "soak.run skip: suite soak does not run over HTTP\n");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE log LIKE"
-                              " '%the server exited with code 0 after SIGTERM%'"),
+                              " '%%the server exited with code 0 after SIGTERM%%'"),
                      1);
     sqlite3_close(h);
 }

@@ -35,21 +35,8 @@
 
 static const char *model_path;
 
-typedef struct server {
-    pid_t pid;
-    int port;
-    char log[256];
-} server;
-
-static server main_srv;
+static gt_test_server main_srv;
 static long client_timeout_ms = 60000; /* per request, for the client side */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- a small libcurl client ---------------------------------------------- */
 
@@ -154,74 +141,13 @@ static const char *text_of(const cJSON *o)
 
 /* ---- starting the binary -------------------------------------------------- */
 
-static int start_server(server *s, const char *const *extra)
-{
-    static int n;
-    snprintf(s->log, sizeof s->log, "/tmp/gt-serve-%d-%d.log", (int)getpid(), n++);
-    const char *argv[32] = {"gauntlet", "serve", "-m", model_path, "-b", "reference",
-                            "--port", "0", "-t", "1"};
-    int k = 10;
-    for (int i = 0; extra && extra[i] && k < 31; i++)
-        argv[k++] = extra[i];
-    argv[k] = NULL;
-    s->pid = fork();
-    if (s->pid == 0) {
-        FILE *f = freopen(s->log, "w", stderr);
-        (void)f;
-        execv(GT_BINARY_DIR "/gauntlet", (char *const *)argv);
-        _exit(127);
-    }
-    s->port = 0;
-    for (int i = 0; i < 200 && !s->port; i++) { /* 10 s */
-        usleep(50 * 1000);
-        FILE *f = fopen(s->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            const char *p = strstr(line, "listening on http://127.0.0.1:");
-            if (p)
-                s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        }
-        if (f)
-            fclose(f);
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-            return -1;
-    }
-    if (!s->port)
-        return -1;
-    for (int i = 0; i < 100; i++) {
-        reply r = http(s->port, "GET", "/health", NULL, 0, NULL);
-        free(r.body);
-        if (r.status == 200)
-            return 0;
-        usleep(50 * 1000);
-    }
-    return -1;
-}
-
-/* SIGTERM, then the exit status (-1 when it did not exit within 20 s). */
-static int stop_server(server *s)
-{
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 400; i++) {
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-            unlink(s->log);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        usleep(50 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    return -1;
-}
-
 static void main_up(void)
 {
-    ck_assert_msg(start_server(&main_srv, NULL) == 0, "gauntlet serve did not come up");
+    ck_assert_msg(gt_test_serve_start(&main_srv, model_path, NULL) == 0,
+                  "gauntlet serve did not come up");
 }
 
-static void main_down(void) { ck_assert_int_eq(stop_server(&main_srv), 0); }
+static void main_down(void) { ck_assert_int_eq(gt_test_serve_stop(&main_srv), 0); }
 
 /* ---- answers ------------------------------------------------------------- */
 
@@ -560,9 +486,9 @@ static void *bg_post(void *ud)
 
 START_TEST(test_queue_full_is_503)
 {
-    server s;
+    gt_test_server s;
     const char *extra[] = {"--queue", "1", "-q", NULL};
-    ck_assert(start_server(&s, extra) == 0);
+    ck_assert(gt_test_serve_start(&s, model_path, extra) == 0);
     enum { N = 6 };
     bg b[N];
     pthread_t th[N];
@@ -587,47 +513,47 @@ START_TEST(test_queue_full_is_503)
     ck_assert_int_ge(ok, 1);
     ck_assert_int_ge(busy, 1);
     ck_assert_int_eq(ok + busy, N);
-    ck_assert_int_eq(stop_server(&s), 0);
+    ck_assert_int_eq(gt_test_serve_stop(&s), 0);
 }
 END_TEST
 
 START_TEST(test_timeout_is_504)
 {
-    server s;
+    gt_test_server s;
     const char *extra[] = {"--timeout", "0.3", "-q", NULL};
-    ck_assert(start_server(&s, extra) == 0);
-    double t0 = now_s();
+    ck_assert(gt_test_serve_start(&s, model_path, extra) == 0);
+    double t0 = gt_test_now();
     reply r = post(s.port, "{\"prompt\": \"Once upon a time\", \"max_tokens\": 2000, \"temperature\": 0}");
     ck_assert_msg(r.status == 504, "%ld %s", r.status, r.body);
     ck_assert_msg(strstr(r.body, "timeout"), "%s", r.body);
-    ck_assert(now_s() - t0 < 5);
+    ck_assert(gt_test_now() - t0 < 5);
     free(r.body);
     r = post(s.port, "{\"prompt\": \"Once\", \"max_tokens\": 2}");
     ck_assert_int_eq(r.status, 200);
     free(r.body);
-    ck_assert_int_eq(stop_server(&s), 0);
+    ck_assert_int_eq(gt_test_serve_stop(&s), 0);
 }
 END_TEST
 
 START_TEST(test_sigterm_finishes_in_flight)
 {
-    server s;
+    gt_test_server s;
     const char *extra[] = {"-q", NULL};
-    ck_assert(start_server(&s, extra) == 0);
+    ck_assert(gt_test_serve_start(&s, model_path, extra) == 0);
     bg b = {.port = s.port,
             .req = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 800, \"temperature\": 0}"};
     pthread_t th;
     pthread_create(&th, NULL, bg_post, &b);
     usleep(150 * 1000); /* the request is running */
-    double t0 = now_s();
-    ck_assert_int_eq(stop_server(&s), 0);
+    double t0 = gt_test_now();
+    ck_assert_int_eq(gt_test_serve_stop(&s), 0);
     pthread_join(th, NULL);
     ck_assert_msg(b.r.status == 200, "in-flight request: %ld %s", b.r.status, b.r.body);
     cJSON *o = cJSON_Parse(b.r.body);
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "completion_tokens")->valueint, 800);
     cJSON_Delete(o);
     free(b.r.body);
-    ck_assert(now_s() - t0 < 20);
+    ck_assert(gt_test_now() - t0 < 20);
     /* Gone: nothing listens any more. */
     reply r = http(s.port, "GET", "/health", NULL, 0, NULL);
     ck_assert_int_lt(r.status, 0);
@@ -639,9 +565,9 @@ START_TEST(test_disconnect_cancels)
 {
     /* A client that gives up frees the worker: 2000 tokens take seconds
      * here, and the next request must not wait for them. */
-    server s;
+    gt_test_server s;
     const char *extra[] = {"-q", NULL};
-    ck_assert(start_server(&s, extra) == 0);
+    ck_assert(gt_test_serve_start(&s, model_path, extra) == 0);
     const char *slow = "{\"prompt\": \"Once\", \"max_tokens\": 2000, \"temperature\": 0}";
     const char *slow_stream =
         "{\"prompt\": \"Once\", \"max_tokens\": 2000, \"temperature\": 0, \"stream\": true}";
@@ -652,13 +578,14 @@ START_TEST(test_disconnect_cancels)
         free(r.body);
         ck_assert_int_lt(r.status, 0); /* our own timeout */
         client_timeout_ms = 60000;
-        double t0 = now_s();
+        double t0 = gt_test_now();
         r = post(s.port, "{\"prompt\": \"Once\", \"max_tokens\": 2}");
         ck_assert_int_eq(r.status, 200);
         free(r.body);
-        ck_assert_msg(now_s() - t0 < 1.5, "the next request waited %.2f s", now_s() - t0);
+        double waited = gt_test_now() - t0;
+        ck_assert_msg(waited < 1.5, "the next request waited %.2f s", waited);
     }
-    ck_assert_int_eq(stop_server(&s), 0);
+    ck_assert_int_eq(gt_test_serve_stop(&s), 0);
 }
 END_TEST
 

@@ -3,7 +3,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int exists(const char *p)
@@ -89,6 +92,68 @@ char *gt_test_slurp(const char *path)
         s[n] = '\0';
     fclose(f);
     return s;
+}
+
+const char *gt_test_join(const char *dir, const char *name)
+{
+    static char buf[8][4200];
+    static int slot;
+    char *p = buf[slot++ % 8];
+    snprintf(p, 4200, "%s/%s", dir, name);
+    return p;
+}
+
+double gt_test_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+sqlite3 *gt_test_db_open(const char *path)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    return h;
+}
+
+static sqlite3_stmt *prepare(sqlite3 *h, const char *fmt, va_list ap)
+{
+    char sql[2048];
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    return st;
+}
+
+long long gt_test_q_int(sqlite3 *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = prepare(h, fmt, ap);
+    va_end(ap);
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+const char *gt_test_q_text(sqlite3 *h, const char *fmt, ...)
+{
+    static char out[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = prepare(h, fmt, ap);
+    va_end(ap);
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *s = sqlite3_column_text(st, 0);
+        size_t len = strlen(out);
+        snprintf(out + len, sizeof out - len, "%s\n", s ? (const char *)s : "NULL");
+    }
+    sqlite3_finalize(st);
+    return out;
 }
 
 int gt_test_sh(const char *fmt, ...)
@@ -185,6 +250,99 @@ void gt_test_http_stop(gt_test_http *s)
     s->stop = 1;
     pthread_join(s->th, NULL);
     close(s->fd);
+}
+
+/* GET /health on 127.0.0.1:port answers 200. */
+static int healthy(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char buf[64] = "";
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        const char *req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        gt_test_send_all(fd, req, strlen(req));
+        size_t got = 0;
+        ssize_t r;
+        while (got < 12 && (r = recv(fd, buf + got, sizeof buf - 1 - got, 0)) > 0)
+            got += (size_t)r;
+        buf[got] = '\0';
+    }
+    close(fd);
+    return strncmp(buf, "HTTP/1.1 200", 12) == 0 || strncmp(buf, "HTTP/1.0 200", 12) == 0;
+}
+
+int gt_test_serve_start(gt_test_server *s, const char *model, const char *const *extra)
+{
+    static int n;
+    char name[64];
+    snprintf(name, sizeof name, "serve%d-%d.log", (int)getpid(), n++);
+    snprintf(s->log, sizeof s->log, "%s", gt_test_tmp(name));
+    const char *argv[32] = {"gauntlet", "serve", "-m", model, "-b", "reference",
+                            "--port", "0", "-t", "1"};
+    int k = 10;
+    for (int i = 0; extra && extra[i] && k < 31; i++)
+        argv[k++] = extra[i];
+    argv[k] = NULL;
+    s->port = 0;
+    s->pid = fork();
+    if (s->pid < 0) {
+        s->pid = 0;
+        return -1;
+    }
+    if (s->pid == 0) {
+        FILE *f = freopen(s->log, "w", stderr);
+        (void)f;
+        execv(GT_BINARY_DIR "/gauntlet", (char *const *)argv);
+        _exit(127);
+    }
+    const char *mark = "listening on http://127.0.0.1:";
+    for (int i = 0; i < 200 && !s->port; i++) { /* 10 s */
+        usleep(50 * 1000);
+        FILE *f = fopen(s->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            const char *p = strstr(line, mark);
+            if (p)
+                s->port = atoi(p + strlen(mark));
+        }
+        if (f)
+            fclose(f);
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return -1;
+        }
+    }
+    for (int i = 0; s->port && i < 200; i++) { /* 10 s */
+        if (healthy(s->port))
+            return 0;
+        usleep(50 * 1000);
+    }
+    return -1;
+}
+
+int gt_test_serve_stop(gt_test_server *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    for (int i = 0; i < 400; i++) { /* 20 s */
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            unlink(s->log);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(50 * 1000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+    return -1;
 }
 
 int gt_test_run(Suite *s)

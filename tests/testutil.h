@@ -6,7 +6,9 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define GT_TEST_SKIP 77 /* CTest SKIP_RETURN_CODE */
 
@@ -25,6 +27,23 @@ void gt_test_write_file(const char *path, const void *data, size_t n);
 
 /* The whole file, NUL-terminated (malloc'ed), or NULL when unreadable. */
 char *gt_test_slurp(const char *path);
+
+/* dir/name in one of 8 rotating static buffers. */
+const char *gt_test_join(const char *dir, const char *name);
+
+/* Seconds on the monotonic clock. */
+double gt_test_now(void);
+
+/* A results database opened read-only (busy timeout 5 s); fails the test
+ * when it cannot be opened. */
+sqlite3 *gt_test_db_open(const char *path);
+/* The first column of the first row of a printf-formatted query, -1 when
+ * there is none; fails the test when the query does not prepare. */
+long long gt_test_q_int(sqlite3 *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The first column of every row, each followed by '\n' ("NULL" for null),
+ * in a static buffer. */
+const char *gt_test_q_text(sqlite3 *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* system() on a printf-formatted command line: its exit code, -1 when it
  * did not exit normally. */
@@ -52,6 +71,22 @@ void gt_test_http_start(gt_test_http *s, gt_test_http_fn fn, void *user);
 void gt_test_http_stop(gt_test_http *s);
 /* Writes all n bytes to a socket (stops quietly when the peer went away). */
 void gt_test_send_all(int fd, const void *p, size_t n);
+
+/* A `gauntlet serve` (this build's) that the test started on 127.0.0.1. */
+typedef struct gt_test_server {
+    pid_t pid; /* 0 when not running */
+    int port;
+    char log[4200]; /* its stderr, in the test folder */
+} gt_test_server;
+/* Starts `gauntlet serve -m model -b reference --port 0 -t 1` and the
+ * arguments in extra (NULL-terminated; may be NULL), reads the port from its
+ * "listening on" line and waits for GET /health to answer 200 (10 s each).
+ * 0, or -1 when it exited or did not come up in time. */
+int gt_test_serve_start(gt_test_server *s, const char *model, const char *const *extra);
+/* SIGTERM, then its exit status (128 + the signal that ended it), its log
+ * removed; -1 when it was not running, or did not exit within 20 s (then
+ * it is SIGKILLed). */
+int gt_test_serve_stop(gt_test_server *s);
 
 /* Runs the suite (CK_ENV-controlled verbosity), returns the process exit code. */
 int gt_test_run(Suite *s);
