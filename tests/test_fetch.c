@@ -1,8 +1,8 @@
 /* test_fetch.c: gt_fetch and `gauntlet fetch` against a fault-injecting HTTP
  * server on 127.0.0.1 that this test starts itself.
  *
- * The server (sockets + one thread, "Connection: close" on every answer) is
- * routed by the first path segment; each route is a fault: a body cut off
+ * The server (testutil's gt_test_http: one thread, "Connection: close" on
+ * every answer) is routed by the first path segment; each route is a fault: a body cut off
  * halfway (then Range honoured, or ignored), a flipped byte, 500 then 200,
  * 404/403, headers that never come. Every case checks what the fetch
  * returned, what the server saw (hits, the Range asked for) and that the
@@ -35,10 +35,7 @@ static uint8_t art[ART_LEN];
 static char art_sha[65], corrupt_sha[65], shard_sha[2][65];
 
 typedef struct server {
-    int fd;
-    int port;
-    pthread_t th;
-    volatile int stop;
+    gt_test_http http;
     int hits[N_ROUTES];
     long last_range[N_ROUTES]; /* start of the last Range asked for, -1 none */
 } server;
@@ -46,25 +43,13 @@ typedef struct server {
 static server srv;
 static char tmpdir[256], cache_dir[300], mirror_dir[300];
 
-static void send_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return;
-        c += w;
-        n -= (size_t)w;
-    }
-}
-
 static void send_status(int fd, int code, const char *text)
 {
     char h[256];
     int n = snprintf(h, sizeof h,
                      "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", code,
                      text, strlen(text), text);
-    send_all(fd, h, (size_t)n);
+    gt_test_send_all(fd, h, (size_t)n);
 }
 
 /* Serves data[0..len) honouring "Range: bytes=N-" unless no_range; sends
@@ -89,22 +74,15 @@ static void send_body(int fd, const uint8_t *data, size_t len, long range, bool 
                      "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nAccept-Ranges: bytes\r\n"
                      "Connection: close\r\n\r\n", len);
     }
-    send_all(fd, h, (size_t)n);
+    gt_test_send_all(fd, h, (size_t)n);
     size_t body = len - start;
-    send_all(fd, data + start, cut > 0 && cut < body ? cut : body);
+    gt_test_send_all(fd, data + start, cut > 0 && cut < body ? cut : body);
 }
 
-static void handle(int fd)
+/* gt_test_http's handler: one request head, answered by its route. */
+static void handle(int fd, const char *req, void *user)
 {
-    char req[4096] = "";
-    size_t got = 0;
-    while (got < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
-        ssize_t r = recv(fd, req + got, sizeof req - 1 - got, 0);
-        if (r <= 0)
-            return;
-        got += (size_t)r;
-        req[got] = '\0';
-    }
+    (void)user;
     char path[256] = "";
     if (sscanf(req, "GET %255s", path) != 1)
         return;
@@ -143,7 +121,7 @@ static void handle(int fd)
     case RT_MISSING: send_status(fd, 404, "not found"); break;
     case RT_FORBID: send_status(fd, 403, "forbidden"); break;
     case RT_SLOW:
-        for (int i = 0; i < 30 && !srv.stop; i++) /* 3 s of silence, bounded */
+        for (int i = 0; i < 30 && !srv.http.stop; i++) /* 3 s of silence, bounded */
             usleep(100 * 1000);
         break;
     case RT_SHARD1: send_body(fd, art, ART_LEN / 2, range, false, 0); break;
@@ -151,39 +129,10 @@ static void handle(int fd)
     }
 }
 
-static void *serve_loop(void *ud)
-{
-    (void)ud;
-    while (!srv.stop) {
-        fd_set fds;
-        FD_ZERO(&fds);
-        FD_SET(srv.fd, &fds);
-        struct timeval tv = {0, 50 * 1000};
-        if (select(srv.fd + 1, &fds, NULL, NULL, &tv) <= 0)
-            continue;
-        int c = accept(srv.fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        handle(c);
-        shutdown(c, SHUT_RDWR);
-        close(c);
-    }
-    return NULL;
-}
-
 static void setup(void)
 {
     memset(&srv, 0, sizeof srv);
-    srv.fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(srv.fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(srv.fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(listen(srv.fd, 16), 0);
-    socklen_t al = sizeof a;
-    getsockname(srv.fd, (struct sockaddr *)&a, &al);
-    srv.port = ntohs(a.sin_port);
-    ck_assert_int_eq(pthread_create(&srv.th, NULL, serve_loop, NULL), 0);
+    gt_test_http_start(&srv.http, handle, NULL);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/gt-fetch-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     snprintf(cache_dir, sizeof cache_dir, "%s/cache", tmpdir);
@@ -193,9 +142,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    srv.stop = 1;
-    pthread_join(srv.th, NULL);
-    close(srv.fd);
+    gt_test_http_stop(&srv.http);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -206,7 +153,7 @@ static const char *url(int route, const char *name)
     static char buf[4][256];
     static int slot;
     char *u = buf[slot++ % 4];
-    snprintf(u, 256, "http://127.0.0.1:%d/%s/%s", srv.port, ROUTES[route], name);
+    snprintf(u, 256, "http://127.0.0.1:%d/%s/%s", srv.http.port, ROUTES[route], name);
     return u;
 }
 
