@@ -429,10 +429,7 @@ int main(void)
 {
     g_stories = gt_test_model("stories260K.gguf");
     gt_test_require(g_stories, "stories260K.gguf");
-    if (access(BIN, X_OK) != 0) {
-        printf("skip: %s is not built\n", BIN);
-        return GT_TEST_SKIP;
-    }
+    gt_test_require_gauntlet();
     gt_err e = {{0}};
     if (gt_http_global_init(&e) != 0) {
         printf("%s\n", e.msg);

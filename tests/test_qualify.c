@@ -209,36 +209,7 @@ START_TEST(hang_is_killed_at_the_timeout)
 END_TEST
 
 /* Worker processes of this test still alive (tagged through the environment). */
-static int live_workers(const char *tag)
-{
-    DIR *d = opendir("/proc");
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char p[300], buf[16384];
-        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
-        FILE *f = fopen(p, "rb");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
-            if (!strcmp(buf + i, tag)) {
-                snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-                f = fopen(p, "rb");
-                len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-                if (f)
-                    fclose(f);
-                if (len > 7 && memmem(buf, len, "worker", 6))
-                    n++;
-                break;
-            }
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
+static int live_workers(const char *tag) { return gt_test_live(tag, "worker"); }
 
 /* Starts `gauntlet qualify` on matrix m in the background (tagged, with a
  * hang in cell synth-tiny/f32/reference) and waits until the four
@@ -437,12 +408,7 @@ END_TEST
 
 int main(void)
 {
-    char bin[4096];
-    snprintf(bin, sizeof bin, "%s/gauntlet", GT_BINARY_DIR);
-    if (access(bin, X_OK) != 0) {
-        printf("SKIP: %s not built\n", bin);
-        return GT_TEST_SKIP;
-    }
+    gt_test_require_gauntlet();
     g_stories = gt_test_model("stories260K.gguf");
     gt_test_require(g_stories, "stories260K.gguf");
     /* Each test gets its own gauntlet cache (XDG_CACHE_HOME), but keeps the

@@ -68,46 +68,11 @@ static const char *matrix(const char *name, const char *backends, const char *ex
     return out;
 }
 
-/* Processes whose environment holds tag and whose command line contains
- * word: what a run tagged with tag left behind. */
-static int live(const char *tag, const char *word)
-{
-    DIR *d = opendir("/proc");
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char p[300], buf[16384];
-        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
-        FILE *f = fopen(p, "rb");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        bool tagged = false;
-        for (size_t i = 0; i < len && !tagged; i += strlen(buf + i) + 1) {
-            buf[len] = '\0';
-            tagged = strcmp(buf + i, tag) == 0;
-        }
-        if (!tagged)
-            continue;
-        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-        f = fopen(p, "rb");
-        len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        if (len && memmem(buf, len, word, strlen(word)))
-            n++;
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
-/* live() after giving exiting processes up to a second. */
+/* gt_test_live() after giving exiting processes up to a second. */
 static int live_after(const char *tag, const char *word)
 {
     int n = 0;
-    for (int i = 0; i < 20 && (n = live(tag, word)) > 0; i++)
+    for (int i = 0; i < 20 && (n = gt_test_live(tag, word)) > 0; i++)
         usleep(50000);
     return n;
 }
@@ -481,12 +446,7 @@ END_TEST
 
 int main(void)
 {
-    char bin[4096];
-    snprintf(bin, sizeof bin, "%s/gauntlet", GT_BINARY_DIR);
-    if (access(bin, X_OK) != 0) {
-        printf("SKIP: %s not built\n", bin);
-        return GT_TEST_SKIP;
-    }
+    gt_test_require_gauntlet();
     g_stories = gt_test_model("stories260K.gguf");
     gt_test_require(g_stories, "stories260K.gguf");
     snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("qh"));

@@ -752,10 +752,7 @@ int main(void)
 {
     model_path = gt_test_model("stories260K.gguf");
     gt_test_require(model_path, "stories260K.gguf");
-    if (access(GT_BINARY_DIR "/gauntlet", X_OK) != 0) {
-        printf("skip: %s/gauntlet is not built\n", GT_BINARY_DIR);
-        return GT_TEST_SKIP;
-    }
+    gt_test_require_gauntlet();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *s = suite_create("serve");
     TCase *api = tcase_create("api");

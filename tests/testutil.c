@@ -2,9 +2,11 @@
 #include "testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +347,39 @@ int gt_test_serve_stop(gt_test_server *s)
     return -1;
 }
 
+int gt_test_live(const char *tag, const char *word)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], buf[16384];
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+        FILE *f = fopen(p, "rb");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        bool tagged = false;
+        for (size_t i = 0; i < len && !tagged; i += strlen(buf + i) + 1) {
+            buf[len] = '\0';
+            tagged = strcmp(buf + i, tag) == 0;
+        }
+        if (!tagged)
+            continue;
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+        f = fopen(p, "rb");
+        len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (len && memmem(buf, len, word, strlen(word)))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 int gt_test_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
@@ -358,6 +393,15 @@ void gt_test_require(const char *path, const char *what)
 {
     if (!path) {
         printf("SKIP: %s not found (looked in ../shared/models and $GT_MODEL_DIR)\n", what);
+        exit(GT_TEST_SKIP);
+    }
+}
+
+void gt_test_require_gauntlet(void)
+{
+    const char *bin = GT_BINARY_DIR "/gauntlet";
+    if (access(bin, X_OK) != 0) {
+        printf("SKIP: %s not built\n", bin);
         exit(GT_TEST_SKIP);
     }
 }

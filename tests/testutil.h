@@ -1,6 +1,7 @@
 /* testutil.h: what every Check test here shares: locating test models,
- * temporary files, reading files and running commands, and running a suite
- * with CTest's skip convention. */
+ * temporary files, reading files and running commands, querying a results
+ * database, a test HTTP server, a `gauntlet serve` started for the test,
+ * and running a suite with CTest's skip convention. */
 #ifndef GT_TESTUTIL_H
 #define GT_TESTUTIL_H
 
@@ -88,10 +89,16 @@ int gt_test_serve_start(gt_test_server *s, const char *model, const char *const 
  * it is SIGKILLed). */
 int gt_test_serve_stop(gt_test_server *s);
 
+/* Processes whose environment holds tag ("NAME=value") and whose command
+ * line contains word: what a run tagged with tag left behind. */
+int gt_test_live(const char *tag, const char *word);
+
 /* Runs the suite (CK_ENV-controlled verbosity), returns the process exit code. */
 int gt_test_run(Suite *s);
 
 /* For main(): print why and exit with the skip code when a model is absent. */
 void gt_test_require(const char *path, const char *what);
+/* The same for this build's gauntlet program (tests that run it). */
+void gt_test_require_gauntlet(void);
 
 #endif
