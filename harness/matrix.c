@@ -284,8 +284,10 @@ static int rules(const gt_jv *v, const cJSON *parent, const char *path, const ch
 {
     const cJSON *arr = NULL;
     char p[GT_JV_PATH], q[GT_JV_PATH];
-    if (gt_jv_arr(v, parent, path, key, false, false, &arr) != 0 || !arr)
-        return arr ? -1 : 0;
+    if (gt_jv_arr(v, parent, path, key, false, false, &arr) != 0)
+        return -1;
+    if (!arr)
+        return 0;
     int count = cJSON_GetArraySize(arr);
     gt_mx_rule *list = calloc((size_t)count + 1, sizeof *list);
     if (!list)

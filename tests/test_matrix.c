@@ -425,6 +425,9 @@ static const bad_case BAD[] = {
      BASE(", \"include\": [{\"model\": \"a\", \"quant\": \"f32\", \"backend\": \"cpu\"}]"),
      "include[0]", "already in the matrix"},
     {"bad default tier", BASE(", \"default_tier\": \"nightly\""), "default_tier", "no tier"},
+    /* Found by fuzz_matrix: a rule list of the wrong type was accepted. */
+    {"exclude object", BASE(", \"exclude\": {\"model\": \"a\"}"), "exclude", "expected an array"},
+    {"expect string", BASE(", \"expect\": \"xfail\""), "expect", "expected an array"},
     {"negative timeout", BASE(", \"defaults\": {\"timeout_s\": -1}"), "defaults.timeout_s",
      "expected a number in"},
     {"fractional memory", BASE(", \"defaults\": {\"memory_mb\": 1.5}"), "defaults.memory_mb",
