@@ -8,6 +8,8 @@
 #   run    run it; exit 0, and the files it writes must exist afterwards
 #   skip   not run here, with the reason printed as SKIP (a GPU, root and
 #          the network, many minutes: then where CI runs it)
+#   plain  run when the build under test has no sanitizers, else SKIP
+#          (valgrind cannot run ASan binaries)
 #   opencl run when `gauntlet devices` lists an OpenCL device, else SKIP
 #          with the reason it gives
 #   serve  started in the background, one /v1/completions request
@@ -80,7 +82,7 @@ entry 'bash ci/fuzz.sh 60' skip \
   "a clang build of the instrumented tree, then 4 targets x 60 s: over 5 minutes; CI runs it as step fuzz of .ci/run"
 entry 'bash ci/sanitize.sh' skip \
   "rebuilds everything with ASan + UBSan and runs the whole CTest suite under them, this test included: several times the plain suite's 2-3 minutes; CI runs it as step sanitize of .ci/run"
-entry 'bash ci/valgrind.sh' run
+entry 'bash ci/valgrind.sh' plain
 
 # ---- the README's commands ---------------------------------------------------
 # One command per line: code-block lines (4-space indented after a blank
@@ -142,6 +144,7 @@ if command -v python3 >/dev/null; then
   SHA=$(sha256sum "$MODEL" | cut -d' ' -f1)
   for _ in $(seq 50); do curl -sf -o /dev/null -r 0-0 "$URL" && break; sleep 0.1; done
 fi
+SANITIZED=$(sed -n 's/^GT_SANITIZE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
 OPENCL_WHY=""
 if ! gauntlet devices 2>&1 | awk '/^opencl/ {f = 1} f && /^  \[0\]/ {ok = 1} END {exit !ok}'; then
   OPENCL_WHY="needs an OpenCL device: $(gauntlet devices 2>&1 | grep '^opencl' | head -1 | tr -s ' ')"
@@ -232,6 +235,13 @@ for readme_cmd in "${CMDS[@]}"; do
   fi
   SEEN[$i]=1
   mode=${M[$i]} arg=${A[$i]}
+  if [ "$mode" = plain ]; then
+    if [ -n "$SANITIZED" ]; then
+      mode=skip arg="the build under test has -fsanitize=$SANITIZED and valgrind cannot run ASan binaries; CI runs it on the plain build (step valgrind of .ci/run)"
+    else
+      mode=run arg=""
+    fi
+  fi
   if [ "$mode" = opencl ]; then
     if [ -n "$OPENCL_WHY" ]; then mode=skip arg=$OPENCL_WHY; else mode=run arg=""; fi
   fi
