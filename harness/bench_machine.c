@@ -4,7 +4,6 @@
  * in. */
 #include "bench_machine.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../backends/cpu/cpu.h"
 
 /* Runs fn(arg, out) in a child and copies *out back (size bytes). */
 int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
@@ -122,53 +122,11 @@ double bench_read_bandwidth(size_t bytes, int nt, char *why, size_t why_len)
     return best;
 }
 
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
-                         int, float, float *, int);
-
-/* The driver profile's BLAS, found the way the cpu backend finds it,
- * including its OPENBLAS_CORETYPE rule (an OpenBLAS that does not know the
- * CPU model falls back to slow SSE3 kernels; the machine's sgemm rate must be
- * measured with the kernels the backend gets). */
-static void *open_blas(const char *driver, char *name, size_t name_len)
+static double sgemm_rate(const gt_cpu_blas *blas, const gt_hparams *hp, int pp, int nt)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-            setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            setenv("OPENBLAS_CORETYPE", "Haswell", 0);
-    }
-#endif
-    char path[256] = "libopenblas.so.0";
-    const char *p = driver ? strstr(driver, "blas=") : NULL;
-    if (p) {
-        p += 5;
-        snprintf(path, sizeof path, "%.*s", (int)strcspn(p, ", "), p);
-    }
-    snprintf(name, name_len, "%s", path);
-    if (strcmp(path, "none") == 0)
-        return NULL;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-        typedef char *(*cfg_fn)(void);
-        cfg_fn cfg = (cfg_fn)dlsym(h, "openblas_get_config");
-        cfg_fn core = (cfg_fn)dlsym(h, "openblas_get_corename");
-        if (cfg && cfg())
-            snprintf(name, name_len, "%.100s, core %.40s", cfg(), core && core() ? core() : "?");
-    }
-    return h;
-}
-
-static double sgemm_rate(void *h, const gt_hparams *hp, int pp, int nt)
-{
-    sgemm_fn sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
-    void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
-    if (!sgemm)
-        return 0.0;
-    if (set_threads)
-        set_threads(nt);
+    gt_cpu_sgemm_fn sgemm = blas->sgemm;
+    if (blas->set_num_threads)
+        blas->set_num_threads(nt);
     const int E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, Q = hp->n_head * hp->head_dim;
     const int FF = hp->n_ff, M = pp > 0 ? pp : 512;
     /* one layer: (N, K, count) */
@@ -207,6 +165,16 @@ static double sgemm_rate(void *h, const gt_hparams *hp, int pp, int nt)
 double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
                         size_t name_len)
 {
-    void *h = open_blas(driver, name, name_len);
-    return h ? sgemm_rate(h, hp, m, nt) : 0.0;
+    /* The cpu backend's own loader: the same library, and the same
+     * OPENBLAS_CORETYPE rule (an OpenBLAS that does not know the CPU model
+     * falls back to slow SSE3 kernels), so the rate is the one it gets. */
+    gt_cpu_blas blas;
+    gt_cpu_blas_load(driver, &blas);
+    if (!blas.sgemm) {
+        snprintf(name, name_len, "%s", blas.why[0] ? blas.why : blas.path);
+        return 0.0;
+    }
+    snprintf(name, name_len, "%s %s%s%s", blas.driver, blas.version, blas.core[0] ? ", core " : "",
+             blas.core);
+    return sgemm_rate(&blas, hp, m, nt);
 }
