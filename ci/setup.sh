@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config git python3 python3-pip
           libsqlite3-dev libcurl4-openssl-dev libcjson-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-          libopenblas-dev libblas3 check libxml2-utils libmicrohttpd-dev)
+          libopenblas-dev libblas3 check libxml2-utils libmicrohttpd-dev
+          sqlite3 valgrind)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
