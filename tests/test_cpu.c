@@ -13,9 +13,11 @@
  * - Kernels: every ISA's f32-activation dots of Q8_0/Q4_0/Q4_1 weights
  *   against a double-precision dot of the dequantized row, at lengths that
  *   cross the kernels' unroll and chunk boundaries.
- * - End to end: greedy generation on stories260K (F32) equals the
- *   reference's for 64 tokens on several prompts, and a batched prefill
- *   (BLAS path) gives the reference's logits. With SmolLM2 present
+ * - End to end: greedy generation on stories260K (F32; its synthetic
+ *   stand-in without ../shared, gt_test_llama) equals the reference's for
+ *   64 tokens on several prompts, and a batched prefill (BLAS path) gives
+ *   the reference's logits; llama.cpp's quants of stories260K give the same
+ *   logits on 1, 2 and 3 threads (a printed SKIP without them). With SmolLM2 present
  *   (GT_SMOLLM2 or the fetch cache), Q4_1 logits agree with the reference,
  *   and the decode path (one token per eval) picks the reference's top-1
  *   token at >= 99% of 256 teacher-forced positions of suites/data/eval.txt. */
@@ -24,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../harness/opcheck.c"
 #include "../backends/cpu/cpu.h"
@@ -132,18 +135,17 @@ START_TEST(conformance_no_blas_and_threads)
 }
 END_TEST
 
+/* Netlib's reference BLAS as Debian installs it. */
+#define REFERENCE_BLAS "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3"
+
 START_TEST(reference_blas_driver)
 {
-    const char *path = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
     char drv[128];
-    snprintf(drv, sizeof drv, "blas=%s", path);
+    snprintf(drv, sizeof drv, "blas=%s", REFERENCE_BLAS);
     gt_backend *b = open_backend("cpu", 0, drv);
-    if (strstr(b->info.driver, "none")) {
-        printf("reference BLAS not installed: %s\n", b->info.extra);
-    } else {
-        ck_assert_ptr_nonnull(strstr(b->info.driver, "libblas"));
-        conformance(b, GT_OP_MUL_MAT);
-    }
+    /* main() saw the library, so the backend must have loaded it. */
+    ck_assert_msg(strstr(b->info.driver, "libblas") != NULL, "%s / %s", b->info.driver, b->info.extra);
+    conformance(b, GT_OP_MUL_MAT);
     gt_backend_close(b);
 }
 END_TEST
@@ -400,7 +402,7 @@ static void greedy(const gt_model *m, gt_backend *b, const int32_t *prompt, int 
 
 START_TEST(stories_greedy_equals_reference)
 {
-    const char *path = gt_test_model("stories260K.gguf");
+    const char *path = gt_test_llama();
     gt_model *m = NULL;
     gt_err err = {{0}};
     ck_assert_msg(gt_model_load(path, &m, &err) == 0, "%s", err.msg);
@@ -486,7 +488,7 @@ static void logits_agree(const char *path, const char *text, double max_nmse, do
 
 START_TEST(stories_batched_logits)
 {
-    logits_agree(gt_test_model("stories260K.gguf"),
+    logits_agree(gt_test_llama(),
                  "Once upon a time there was a little girl who lived in a village near the forest "
                  "and she liked to pick flowers",
                  1e-8, 0.0);
@@ -503,10 +505,7 @@ START_TEST(stories_quantized_threads_agree)
                            "llamacpp-quants/stories260K-q4_1.gguf"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         const char *path = gt_test_model(files[f]);
-        if (!path) {
-            printf("%s absent: skipped\n", files[f]);
-            continue;
-        }
+        ck_assert_msg(path != NULL, "%s absent (main() checked it)", files[f]);
         gt_model *m = NULL;
         gt_err err = {{0}};
         ck_assert_msg(gt_model_load(path, &m, &err) == 0, "%s", err.msg);
@@ -553,10 +552,7 @@ END_TEST
 START_TEST(smollm2_q4_1_logits)
 {
     const char *path = gt_test_smollm2();
-    if (!path) {
-        printf("SmolLM2 not fetched (ci/fetch-smollm2.sh or GT_SMOLLM2): skipped\n");
-        return;
-    }
+    ck_assert_msg(path != NULL, "SmolLM2 absent (main() checked it)");
     /* A short prompt runs the dot path. By default it keeps activations in
      * f32: the reference's logits up to float rounding (the BLAS path,
      * GT_CPU_BLAS_MIN_BATCH=1, measures 1e-11). */
@@ -604,10 +600,7 @@ static double decode_agreement(const gt_model *m, const int32_t *ids, int n, con
 START_TEST(smollm2_decode_top1)
 {
     const char *path = gt_test_smollm2();
-    if (!path) {
-        printf("SmolLM2 not fetched (ci/fetch-smollm2.sh or GT_SMOLLM2): skipped\n");
-        return;
-    }
+    ck_assert_msg(path != NULL, "SmolLM2 absent (main() checked it)");
     char *text = gt_test_slurp(GT_SOURCE_DIR "/suites/data/eval.txt");
     ck_assert_msg(text != NULL, "suites/data/eval.txt unreadable");
     gt_model *m = NULL;
@@ -644,7 +637,12 @@ END_TEST
 
 int main(void)
 {
-    gt_test_require(gt_test_model("stories260K.gguf"), "stories260K.gguf");
+    gt_test_llama(); /* written once here, before the cases fork */
+    const bool quants = gt_test_model("llamacpp-quants/stories260K-q8_0.gguf") &&
+                        gt_test_model("llamacpp-quants/stories260K-q4_0.gguf") &&
+                        gt_test_model("llamacpp-quants/stories260K-q4_1.gguf");
+    const bool smollm2 = gt_test_smollm2() != NULL;
+    const char *no_smollm2 = "SmolLM2 not fetched (ci/fetch-smollm2.sh or GT_SMOLLM2)";
     Suite *s = suite_create("cpu");
     TCase *tc = tcase_create("conformance");
     tcase_set_timeout(tc, 600);
@@ -653,7 +651,8 @@ int main(void)
     tcase_add_test(tc, conformance_avx2);
     tcase_add_test(tc, conformance_act_q8);
     tcase_add_test(tc, conformance_no_blas_and_threads);
-    tcase_add_test(tc, reference_blas_driver);
+    gt_test_add_if(tc, reference_blas_driver, access(REFERENCE_BLAS, R_OK) == 0,
+                   REFERENCE_BLAS " not installed (apt libblas3)");
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("contract");
     tcase_add_test(tk, supports_and_info);
@@ -665,9 +664,10 @@ int main(void)
     tcase_set_timeout(te, 600);
     tcase_add_test(te, stories_greedy_equals_reference);
     tcase_add_test(te, stories_batched_logits);
-    tcase_add_test(te, stories_quantized_threads_agree);
-    tcase_add_test(te, smollm2_q4_1_logits);
-    tcase_add_test(te, smollm2_decode_top1);
+    gt_test_add_if(te, stories_quantized_threads_agree, quants,
+                   "llama.cpp quants of stories260K not found (../shared/models/llamacpp-quants)");
+    gt_test_add_if(te, smollm2_q4_1_logits, smollm2, no_smollm2);
+    gt_test_add_if(te, smollm2_decode_top1, smollm2, no_smollm2);
     suite_add_tcase(s, te);
     return gt_test_run(s);
 }

@@ -7,15 +7,40 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #define GT_TEST_SKIP 77 /* CTest SKIP_RETURN_CODE */
 
+/* GT_TEST_NO_SHARED=1: every test behaves as if ../shared (and
+ * $GT_MODEL_DIR) did not exist, as in a fresh clone. */
+bool gt_test_no_shared(void);
+
 /* Path of a file under ../shared/models (e.g. "stories260K.gguf"), or under
  * $GT_MODEL_DIR when set; NULL when absent. Static storage. */
 const char *gt_test_model(const char *relpath);
+
+/* Path of a file under ../shared itself (e.g. "schemas/junit.xsd"); NULL
+ * when absent. Static storage. */
+const char *gt_test_shared(const char *relpath);
+
+/* A llama-family model that is always there: stories260K.gguf when
+ * gt_test_model finds it, otherwise a synthetic stand-in of the same shape
+ * (preset "stories260k", fixed seed, f32), written once per process into the
+ * test's temporary folder. Call it from main() first so forked test cases
+ * share the one file. Fails (exits 1) only when the stand-in cannot be
+ * written. */
+const char *gt_test_llama(void);
+/* Whether gt_test_llama() is the real stories260K (whose golden numbers
+ * and vocabulary some cases check). */
+bool gt_test_llama_is_stories(void);
+
+/* Adds tf to tc when ok; otherwise prints "SKIP <case>: <why>" and counts
+ * the skip. gt_test_run exits with the skip code when no case was added. */
+#define gt_test_add_if(tc, tf, ok, why) gt_test_add_if_(tc, tf, #tf, ok, why)
+void gt_test_add_if_(TCase *tc, const TTest *tf, const char *name, bool ok, const char *why);
 
 /* The SmolLM2-135M Q4_1 file fetched by ci/fetch-smollm2.sh, or NULL. */
 const char *gt_test_smollm2(void);
@@ -93,7 +118,9 @@ int gt_test_serve_stop(gt_test_server *s);
  * line contains word: what a run tagged with tag left behind. */
 int gt_test_live(const char *tag, const char *word);
 
-/* Runs the suite (CK_ENV-controlled verbosity), returns the process exit code. */
+/* Runs the suite (CK_ENV-controlled verbosity), returns the process exit
+ * code: 0 or 1, or GT_TEST_SKIP (saying so) when the suite holds no case
+ * because every one was skipped. */
 int gt_test_run(Suite *s);
 
 /* For main(): print why and exit with the skip code when a model is absent. */

@@ -39,6 +39,10 @@ static const gt_synth_shape PRESETS[] = {
     /* SmolLM2-135M's shape; its real context is 8192, 2048 keeps the KV
      * cache of a default session small. */
     {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true},
+    /* stories260K's shape (ff 172 is not a multiple of the 32-wide quant
+     * blocks, as in the real one): the tests' stand-in when ../shared is
+     * absent. */
+    {"stories260k", 64, 5, 8, 4, 172, 512, 512, 10000.0f, 1e-5f, false},
 };
 #define N_PRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
