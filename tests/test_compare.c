@@ -1,6 +1,7 @@
 /* test_compare.c: `gauntlet compare`, run as the built binary.
  *
- * Backends: stories260K on cpu vs reference and reference vs reference,
+ * Backends: stories260K (its synthetic stand-in without ../shared,
+ * gt_test_llama) on cpu vs reference and reference vs reference,
  * with and without --quant, on a prompt file written here: the JSON has a
  * divergence index per prompt, per-token KL for each of A's tokens, top-1 in
  * [0, 1]; the same backend on both sides is identical with KL exactly 0 and
@@ -263,20 +264,17 @@ END_TEST
 
 int main(void)
 {
-    model = gt_test_model("stories260K.gguf");
+    gt_test_require_gauntlet();
+    model = gt_test_llama(); /* written once here, before the cases fork */
     Suite *s = suite_create("compare");
     TCase *t = tcase_create("compare");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, two_runs);
-    if (model) {
-        tcase_add_test(t, cpu_vs_reference);
-        tcase_add_test(t, same_backend_is_identical);
-        tcase_add_test(t, quantized_first);
-        tcase_add_test(t, bad_prompt_files);
-        tcase_add_test(t, diverging_sides);
-    } else {
-        fprintf(stderr, "test_compare: stories260K.gguf not found; backend comparisons skipped\n");
-    }
+    tcase_add_test(t, cpu_vs_reference);
+    tcase_add_test(t, same_backend_is_identical);
+    tcase_add_test(t, quantized_first);
+    tcase_add_test(t, bad_prompt_files);
+    tcase_add_test(t, diverging_sides);
     suite_add_tcase(s, t);
     return gt_test_run(s);
 }

@@ -4,7 +4,8 @@
  * Two halves. The metric functions (suites/metrics.c, compiled into this
  * test directly: it has no dependencies) are checked on hand-computed
  * examples. Then each check is shown to be able to fail: the real gauntlet
- * binary qualifies a small stories260K matrix (reference + cpu, q8_0) in a
+ * binary qualifies a small stories260K matrix (reference + cpu, q8_0; its
+ * synthetic stand-in without ../shared, gt_test_llama) in a
  * temporary folder, once clean (exit 0) and once per GT_FAULT kind (exit 1),
  * and the gate output and the results database must name the failing
  * metric with its measured value and its tolerance. A check nobody has seen
@@ -289,7 +290,8 @@ END_TEST
 
 int main(void)
 {
-    g_stories = gt_test_model("stories260K.gguf");
+    gt_test_require_gauntlet();
+    g_stories = gt_test_llama(); /* written once here, before the cases fork */
     Suite *s = suite_create("suites");
     TCase *math = tcase_create("metrics");
     tcase_add_test(math, test_log_softmax);
@@ -298,22 +300,18 @@ int main(void)
     tcase_add_test(math, test_nmse_percentiles);
     tcase_add_test(math, test_top_k);
     suite_add_tcase(s, math);
-    if (g_stories) {
-        snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("suites"));
-        char cmd[4300];
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", g_dir);
-        if (system(cmd) != 0)
-            return 1;
-        TCase *q = tcase_create("qualify");
-        tcase_set_timeout(q, 300);
-        tcase_add_checked_fixture(q, write_matrix, NULL);
-        tcase_add_test(q, test_clean_run_passes);
-        tcase_add_test(q, test_perturbed_logits_fail_accuracy);
-        tcase_add_test(q, test_leak_fails_soak);
-        tcase_add_test(q, test_nondeterminism_fails_functional);
-        suite_add_tcase(s, q);
-    } else {
-        printf("test_suites: stories260K.gguf absent: only the metric math is tested\n");
-    }
+    snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("suites"));
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", g_dir);
+    if (system(cmd) != 0)
+        return 1;
+    TCase *q = tcase_create("qualify");
+    tcase_set_timeout(q, 300);
+    tcase_add_checked_fixture(q, write_matrix, NULL);
+    tcase_add_test(q, test_clean_run_passes);
+    tcase_add_test(q, test_perturbed_logits_fail_accuracy);
+    tcase_add_test(q, test_leak_fails_soak);
+    tcase_add_test(q, test_nondeterminism_fails_functional);
+    suite_add_tcase(s, q);
     return gt_test_run(s);
 }
