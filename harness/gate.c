@@ -1,6 +1,7 @@
 /* gate.c: see gate.h. */
 #include "gate.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -8,23 +9,60 @@
 
 #include <cjson/cJSON.h>
 
+#include "matrix.h"
 #include "status.h"
+
+/* Skip categories allowed when the gate names none: what a machine may
+ * lack without the run saying anything about the software. */
+static const char *const DEFAULT_SKIPS = "[\"no device\", \"unsupported\"]";
+/* A skip the matrix itself declares (expect: skip, with its reason). */
+#define MATRIX_SKIP "skipped by the matrix"
 
 typedef struct policy {
     unsigned allowed;
-    double perf_pct; /* <0 off */
+    double perf_pct;       /* <0 off */
+    cJSON *skips;          /* allowed_skips: "category" or {"category", axis globs} */
+    cJSON *matrix;         /* the run's matrix: models[]/backends[] "required" */
+    char skip_names[200];  /* for messages */
 } policy;
+
+static void free_policy(policy *p)
+{
+    cJSON_Delete(p->skips);
+    cJSON_Delete(p->matrix);
+}
+
+static void list_skips(policy *p)
+{
+    p->skip_names[0] = '\0';
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p->skips)
+    {
+        const cJSON *c = cJSON_IsString(e) ? e : cJSON_GetObjectItemCaseSensitive(e, "category");
+        size_t len = strlen(p->skip_names);
+        if (cJSON_IsString(c))
+            snprintf(p->skip_names + len, sizeof p->skip_names - len, "%s%s%s", len ? ", " : "",
+                     c->valuestring, cJSON_IsString(e) ? "" : " (some cells)");
+    }
+    if (!p->skip_names[0])
+        snprintf(p->skip_names, sizeof p->skip_names, "none");
+}
 
 static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
 {
     p->allowed = GT_ST_BIT(GT_ST_PASS) | GT_ST_BIT(GT_ST_XFAIL) | GT_ST_BIT(GT_ST_SKIP);
     p->perf_pct = -1;
+    p->skips = p->matrix = NULL;
     char *mj, *gj;
     if (gt_db_run_texts(db, run_id, &mj, &gj, err) != 0)
         return -1;
+    p->matrix = mj ? cJSON_Parse(mj) : NULL;
     free(mj);
     cJSON *g = gj ? cJSON_Parse(gj) : NULL;
     free(gj);
+    const cJSON *skips = cJSON_GetObjectItemCaseSensitive(g, "allowed_skips");
+    p->skips = cJSON_IsArray(skips) ? cJSON_Duplicate(skips, true) : cJSON_Parse(DEFAULT_SKIPS);
+    list_skips(p);
     const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(g, "allowed");
     if (cJSON_IsArray(allowed)) {
         p->allowed = 0;
@@ -41,6 +79,74 @@ static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
         p->perf_pct = pct->valuedouble;
     cJSON_Delete(g);
     return 0;
+}
+
+/* The four parts of a cell id model/quant/backend/driver, in buf. */
+static void split_id(const char *id, char *buf, size_t cap, const char *parts[4])
+{
+    snprintf(buf, cap, "%s", id);
+    char *save = NULL, *t = strtok_r(buf, "/", &save);
+    for (int i = 0; i < 4; i++, t = t ? strtok_r(NULL, "/", &save) : NULL)
+        parts[i] = t ? t : "";
+}
+
+static bool glob_ok(const cJSON *o, const char *key, const char *value)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, key);
+    return !cJSON_IsString(g) || fnmatch(g->valuestring, value, 0) == 0;
+}
+
+/* Whether a skip reason's category (the words before its first ':') is one
+ * the policy allows for this cell. */
+static bool skip_allowed(const policy *p, const char *id, const char *reason)
+{
+    if (strncmp(reason, MATRIX_SKIP, strlen(MATRIX_SKIP)) == 0)
+        return true;
+    size_t n = strcspn(reason, ":");
+    if (!reason[n])
+        return false; /* no category: nothing allows it */
+    char buf[GT_CELL_ID_MAX];
+    const char *parts[4];
+    split_id(id, buf, sizeof buf, parts);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p->skips)
+    {
+        const cJSON *c = cJSON_IsString(e) ? e : cJSON_GetObjectItemCaseSensitive(e, "category");
+        if (!cJSON_IsString(c) || strlen(c->valuestring) != n ||
+            strncmp(c->valuestring, reason, n) != 0)
+            continue;
+        if (cJSON_IsString(e) ||
+            (glob_ok(e, "model", parts[0]) && glob_ok(e, "quant", parts[1]) &&
+             glob_ok(e, "backend", parts[2]) && glob_ok(e, "driver", parts[3]) &&
+             glob_ok(e, "cell", id)))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the matrix marks the cell's model or backend "required": true
+ * (it must pass, whatever the allowed statuses); *why names which. */
+static bool must_pass(const policy *p, const char *id, char *why, size_t cap)
+{
+    char buf[GT_CELL_ID_MAX];
+    const char *parts[4];
+    split_id(id, buf, sizeof buf, parts);
+    static const char *const AXES[] = {"models", "backends"};
+    static const int PART[] = {0, 2};
+    for (int a = 0; a < 2; a++) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(p->matrix, AXES[a]))
+        {
+            const cJSON *eid = cJSON_GetObjectItemCaseSensitive(e, "id");
+            if (cJSON_IsString(eid) && strcmp(eid->valuestring, parts[PART[a]]) == 0 &&
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "required"))) {
+                snprintf(why, cap, "%s %s is required: its cells must pass",
+                         a ? "backend" : "model", eid->valuestring);
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 static void allowed_list(unsigned mask, char *out, size_t cap)
@@ -265,8 +371,10 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
     if (sqlite3_prepare_v2(gt_db_sqlite(db),
                            "SELECT id, cell_id, status, required, COALESCE(reason, '')"
                            " FROM cells WHERE run_id = ? ORDER BY idx",
-                           -1, &st, NULL) != SQLITE_OK)
+                           -1, &st, NULL) != SQLITE_OK) {
+        free_policy(&p);
         return gt_err_set(err, "%s: %s", gt_db_path(db), sqlite3_errmsg(gt_db_sqlite(db)));
+    }
     sqlite3_bind_int64(st, 1, run_id);
     int counts[GT_ST_COUNT] = {0}, n = 0, bad = 0, regress = 0, optional_bad = 0;
     char allowed[200];
@@ -278,8 +386,25 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
         gt_status s = GT_ST_PENDING;
         gt_status_from_name(col(st, 2), &s);
         bool required = sqlite3_column_int(st, 3) != 0;
+        const char *reason = col(st, 4);
         counts[s]++;
-        if (!(p.allowed & GT_ST_BIT(s))) {
+        char must[200];
+        if (s != GT_ST_PASS && must_pass(&p, id, must, sizeof must)) {
+            bad++;
+            fprintf(out, "FAIL %s: %s%s%s (%s)\n", id,
+                    s == GT_ST_PENDING ? "not run" : gt_status_name(s), reason[0] ? ": " : "",
+                    reason, must);
+            explain(db, cell, out);
+        } else if (s == GT_ST_SKIP && (p.allowed & GT_ST_BIT(s)) &&
+                   !skip_allowed(&p, id, reason)) {
+            if (required) {
+                bad++;
+                fprintf(out, "FAIL %s: skip: %s (this skip's category is not in allowed_skips:"
+                             " %s)\n", id, reason, p.skip_names);
+            } else {
+                optional_bad++;
+            }
+        } else if (!(p.allowed & GT_ST_BIT(s))) {
             if (required) {
                 bad++;
                 fprintf(out, "FAIL %s: %s%s%s (allowed: %s)\n", id,
@@ -307,12 +432,13 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
     if (optional_bad)
         fprintf(out, "; %d optional cells not passing", optional_bad);
     if (bad)
-        fprintf(out, "; %d required cells not in allowed statuses", bad);
+        fprintf(out, "; %d required cells not passing the policy", bad);
     if (regress)
         fprintf(out, "; %d performance regressions", regress);
     fputs(cover, out);
     if (!base_db && p.perf_pct >= 0)
         fprintf(out, "; no baseline, performance not compared");
     fprintf(out, ")\n");
+    free_policy(&p);
     return pass ? 0 : 1;
 }

@@ -108,6 +108,7 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
                        gt_mx_model *md)
 {
     static const char *const KEYS[] = {"id",     "path",  "file",        "env",     "url",
+                                       "required",
                                        "sha256", "size",  "synth",       "quants",  "name",
                                        "license", "description", NULL};
     char p[GT_JV_PATH];
@@ -124,6 +125,9 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
         gt_jv_str(v, node, path, "name", false, &name) ||
         gt_jv_str(v, node, path, "license", false, &lic) ||
         gt_jv_str(v, node, path, "description", false, &desc))
+        return -1;
+    bool required_model = false; /* the gate reads it from the stored matrix (gate.c) */
+    if (gt_jv_bool(v, node, path, "required", false, &required_model))
         return -1;
     if (md->sha256 && !is_hex64(md->sha256))
         return gt_jv_fail(v, gt_jv_key(p, path, "sha256"),
@@ -172,7 +176,8 @@ static int parse_backend(const gt_jv *v, const cJSON *node, const char *path,
                          gt_mx_backend *b)
 {
     static const char *const KEYS[] = {"id",        "drivers",   "threads",     "device",
-                                       "timeout_s", "memory_mb", "description", NULL};
+                                       "timeout_s", "memory_mb", "description", "required",
+                                       NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     b->threads = -1;
     b->timeout_s = -1;
@@ -194,6 +199,9 @@ static int parse_backend(const gt_jv *v, const cJSON *node, const char *path,
             gt_jv_num(v, node, path, "timeout_s", false, 0.001, 1e6, &b->timeout_s) ||
             gt_jv_int(v, node, path, "memory_mb", false, 0, INT64_MAX / 2, &b->memory_mb) ||
             gt_jv_str(v, node, path, "description", false, &desc))
+            return -1;
+        bool required_backend = false; /* read by the gate (gate.c) */
+        if (gt_jv_bool(v, node, path, "required", false, &required_backend))
             return -1;
         b->threads = (int)threads;
         b->device = (int)device;
@@ -375,10 +383,42 @@ static int parse_tolerances(gt_matrix *m, const gt_jv *v, const cJSON *node)
     return 0;
 }
 
+/* gate.allowed_skips: skip categories the gate accepts (gate.c judges):
+ * "no device", or {"category": "no device", "backend": "cuda"} for some
+ * cells only (axis globs as in patterns). */
+static int parse_allowed_skips(const gt_jv *v, const cJSON *node, const char *path)
+{
+    static const char *const KEYS[] = {"category", "model", "quant",       "backend",
+                                       "driver",   "cell",  "description", NULL};
+    static const char *const GLOBS[] = {"model", "quant", "backend", "driver", "cell", NULL};
+    char p[GT_JV_PATH], q[GT_JV_PATH];
+    const cJSON *arr = NULL, *c;
+    if (gt_jv_arr(v, node, path, "allowed_skips", false, false, &arr) != 0)
+        return -1;
+    gt_jv_key(q, path, "allowed_skips");
+    int i = 0;
+    for (c = arr ? arr->child : NULL; c; c = c->next, i++) {
+        gt_jv_index(p, q, i);
+        if (cJSON_IsString(c) && c->valuestring[0])
+            continue;
+        const char *s;
+        if (!cJSON_IsObject(c))
+            return gt_jv_fail(v, p, "expected a skip category (\"no device\") or an object"
+                                    " {\"category\": ..., \"backend\": GLOB, ...}");
+        if (gt_jv_object(v, c, p, KEYS) || gt_jv_str(v, c, p, "category", true, &s) ||
+            gt_jv_str(v, c, p, "description", false, &s))
+            return -1;
+        for (int k = 0; GLOBS[k]; k++)
+            if (gt_jv_str(v, c, p, GLOBS[k], false, &s))
+                return -1;
+    }
+    return 0;
+}
+
 static int parse_gate(const gt_jv *v, const cJSON *node, const char *path, gt_mx_gate *g)
 {
     static const char *const KEYS[] = {"required", "optional", "allowed", "perf_regression_pct",
-                                       "description", NULL};
+                                       "description", "allowed_skips", NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     g->allowed = GT_ST_BIT(GT_ST_PASS) | GT_ST_BIT(GT_ST_XFAIL) | GT_ST_BIT(GT_ST_SKIP);
     g->perf_regression_pct = -1;
@@ -390,7 +430,8 @@ static int parse_gate(const gt_jv *v, const cJSON *node, const char *path, gt_mx
         gt_jv_str(v, node, path, "description", false, &desc) ||
         gt_jv_num(v, node, path, "perf_regression_pct", false, 0, 1e6, &g->perf_regression_pct) ||
         rules(v, node, path, "required", NULL, &g->required, &g->n_required) ||
-        rules(v, node, path, "optional", NULL, &g->optional, &g->n_optional))
+        rules(v, node, path, "optional", NULL, &g->optional, &g->n_optional) ||
+        parse_allowed_skips(v, node, path))
         return -1;
     const cJSON *allowed = NULL;
     if (gt_jv_arr(v, node, path, "allowed", false, true, &allowed) != 0)

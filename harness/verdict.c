@@ -83,8 +83,14 @@ static gt_status from_lines(const gt_outcome *o, char *reason, size_t cap)
         return GT_ST_SKIP;
     }
     if (first_error) {
-        snprintf(reason, cap, "%s.%s: %s", sget(first_error, "suite"), sget(first_error, "check"),
-                 sget(first_error, "message"));
+        /* A backend that would not open: its message already says why
+         * ("bad driver setting: ..."), which is what the gate should print. */
+        if (!strcmp(sget(first_error, "suite"), "backend") &&
+            !strcmp(sget(first_error, "check"), "open"))
+            snprintf(reason, cap, "%s", sget(first_error, "message"));
+        else
+            snprintf(reason, cap, "%s.%s: %s", sget(first_error, "suite"),
+                     sget(first_error, "check"), sget(first_error, "message"));
         return GT_ST_ERROR;
     }
     if (!done) {

@@ -8,7 +8,9 @@
  * Then the matrix's expectation: a cell expected to xfail becomes xfail when
  * the raw status is fail, error, crash or timeout, and xpass when it passed
  * (the expectation is stale). The reason names the first failing check or
- * metric with its value and tolerance, which is what the gate prints. */
+ * metric with its value and tolerance, which is what the gate prints; a
+ * backend that would not open (check backend.open) gives its message alone,
+ * "bad driver setting: ...". */
 #ifndef GT_VERDICT_H
 #define GT_VERDICT_H
 

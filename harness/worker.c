@@ -3,12 +3,22 @@
  * The qualify parent (runner.c) starts this verb once per cell, writes the
  * cell's spec (a JSON object, below) to its stdin, and reads JSON lines from
  * file descriptor 3; stdout and stderr are the cell's log. The worker:
- *   1. opens the backend with the driver profile; unavailable -> skip;
- *      a device driver version outside the profile's constraint -> skip;
+ *   1. opens the backend with the driver profile. Only what this machine
+ *      cannot have is a skip, and its reason starts with a category word the
+ *      gate's allowed_skips names (open_failed below): "no device: ..."
+ *      (no GPU, no driver, no platform), "not built: ..." (plugin absent),
+ *      "driver version: ..." (a device driver outside the profile's
+ *      constraint). Any other open failure is an error check backend.open
+ *      saying why: "bad driver setting: ..." (GT_CPU_ISA=sse9, a bad profile
+ *      string), "out of memory: ...", "plugin ABI mismatch: ...", "kernel
+ *      build failed: ...", "backend failed to open: ..." (anything else);
  *   2. checks gt_backend_supports for every (op, type) the model's tensors
- *      need -> skip listing what is unsupported;
+ *      need -> skip "unsupported: ..." listing what is unsupported;
  *   3. runs the tier's suites in order; a failing smoke suite skips the rest
- *      (nothing later would mean anything);
+ *      (nothing later would mean anything). A suite that ran to the end must
+ *      have reported every metric the cell has a tolerance for: one it did
+ *      not report fails check <suite>.tolerances ("tolerance set for X,
+ *      metric not reported"), since a bound nobody checks is no bound;
  *   4. prints {"t":"done"} and exits 0.
  * Anything else (a signal, an exit without "done") is judged by the parent.
  *
@@ -21,12 +31,12 @@
  *      server it started that exits or never gets healthy is a failed check
  *      server.start quoting the server's last output lines (the thing under
  *      test does not come up); an external endpoint that does not answer
- *      makes the cell skip ("endpoint not reachable: ...");
+ *      makes the cell skip ("no device: endpoint not reachable: ...");
  *   3. records a device line (backend "http", name = the endpoint as the
  *      matrix writes it, driver = the model id the server lists at
  *      GET {endpoint}/models);
  *   4. runs each suite's run_http (none: that suite is reported as skipped;
- *      no suite at all: the cell skips);
+ *      no suite at all: the cell skips, "unsupported: ...");
  *   5. stops the server: SIGTERM, up to 10 s, SIGKILL. A server that died
  *      during the suites fails check server.exit; a nonzero exit after
  *      SIGTERM is only logged.
@@ -78,6 +88,7 @@ typedef struct worker {
     gt_db *db;
     cJSON *puts; /* {key: file} written by this worker, not yet in the DB */
     int n_put;
+    cJSON *reported; /* {"suite.metric": true} for every metric line sent */
 } worker;
 
 static void emit(worker *w, cJSON *o)
@@ -125,6 +136,11 @@ static void host_result(void *hd, const char *suite, const char *check, gt_statu
 static void host_metric(void *hd, const char *suite, const gt_metric_def *d, double value,
                         const char *comparator, double tol, gt_status verdict)
 {
+    worker *w = hd;
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", suite, d->name);
+    if (w->reported && !cJSON_GetObjectItemCaseSensitive(w->reported, key))
+        cJSON_AddTrueToObject(w->reported, key);
     cJSON *o = line("metric");
     cJSON_AddStringToObject(o, "suite", suite);
     cJSON_AddStringToObject(o, "name", d->name);
@@ -212,6 +228,51 @@ static void skip(worker *w, const char *fmt, ...)
     emit(w, o);
 }
 
+/* What a backend that would not open means for the cell. The backend
+ * contract (gt/backend.h) returns only a message, so the worker reads it:
+ * a message starting "no device: ", or one of the backends' own words for
+ * absent hardware or drivers (NO_DEVICE), is a skip "no device: ..."; a
+ * plugin that is not there is a skip "not built: ..." (not_built); anything
+ * else stops a backend that this machine does have, which is an error the
+ * gate sees: a bad setting, memory, a broken plugin, a kernel build. */
+static void open_failed(worker *w, const char *msg, bool not_built)
+{
+    static const char *const NO_DEVICE[] = {
+        "no device: ",                 /* any backend may say it outright */
+        "no CUDA device",              /* cuda: cudaGetDeviceCount found none */
+        "cudaErrorNoDevice",           /* ... or failed: no GPU */
+        "cudaErrorInsufficientDriver", /* ... or no NVIDIA driver installed */
+        "libcuda.so",                  /* the plugin's driver library is absent */
+        "no OpenCL platform",          /* opencl: the ICD loader found no driver */
+        "no OpenCL device matches",    /* opencl: the profile's platform is not here */
+        NULL};
+    for (int i = 0; NO_DEVICE[i]; i++)
+        if (strstr(msg, NO_DEVICE[i])) {
+            skip(w, "no device: %s", msg);
+            return;
+        }
+    if (not_built) {
+        skip(w, "not built: %s", msg);
+        return;
+    }
+    const char *what = "backend failed to open";
+    if (strstr(msg, "clBuildProgram") || strstr(msg, "cannot run the kernels"))
+        what = "kernel build failed";
+    else if (strstr(msg, "GT_") && strchr(msg, '='))
+        what = "bad driver setting"; /* GT_CPU_ISA=sse9, GT_CPU_BLAS_MIN_BATCH=x, ... */
+    else if (strstr(msg, "driver profile") || strstr(msg, "n_threads=") ||
+             strstr(msg, "does not exist") || strstr(msg, "requested, but there") ||
+             strstr(msg, " has one device"))
+        what = "bad driver setting";
+    else if (strstr(msg, "out of memory"))
+        what = "out of memory";
+    else if (strstr(msg, "gt_backend_plugin_entry") || strstr(msg, "no registration"))
+        what = "plugin ABI mismatch";
+    char full[1200];
+    snprintf(full, sizeof full, "%s: %s", what, msg);
+    host_result(w, "backend", "open", GT_ST_ERROR, full);
+}
+
 /* This cell's entries of GT_FAULT, as "kind[=arg],..." in out. */
 static void faults_for(const char *cell, char *out, size_t cap)
 {
@@ -278,7 +339,7 @@ static int check_support(worker *w, gt_backend *b, const char *artifact)
         }
     }
     if (missing[0]) {
-        skip(w, "unsupported op/type on %s: %s", b->info.backend, missing);
+        skip(w, "unsupported: op/type on %s: %s", b->info.backend, missing);
         return 1;
     }
     return 0;
@@ -320,6 +381,34 @@ static void inject(const char *faults)
     }
 }
 
+/* Fails check <suite>.tolerances for each tolerance of the cell on a metric
+ * of the suite that just ran that the suite never reported: the matrix
+ * asked for a bound that nothing checked. */
+static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
+{
+    const cJSON *tols = ctx->tolerances;
+    size_t n = strlen(ctx->suite->name);
+    char missing[1500] = "";
+    for (const cJSON *t = tols ? tols->child : NULL; t; t = t->next) {
+        if (!t->string || strncmp(t->string, ctx->suite->name, n) != 0 || t->string[n] != '.' ||
+            cJSON_GetObjectItemCaseSensitive(w->reported, t->string))
+            continue;
+        /* The suite's own default bound (e.g. smoke.ref_agreement, reported
+         * only with "reference": true) is not a request of the matrix. */
+        const gt_metric_def *d = gt_suite_metric_def(ctx->suite, t->string + n + 1);
+        cJSON *def = d && d->tolerance ? cJSON_Parse(d->tolerance) : NULL;
+        bool is_default = def && cJSON_Compare(def, t, true);
+        cJSON_Delete(def);
+        if (is_default)
+            continue;
+        size_t len = strlen(missing);
+        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", t->string);
+    }
+    if (missing[0])
+        gt_suite_result(ctx, "tolerances", GT_ST_FAIL, "tolerance set for %s, metric not reported",
+                        missing);
+}
+
 /* The tier's suites in order (run, or run_http for an http cell); returns
  * how many ran. */
 static int run_suites(worker *w, gt_suite_ctx *ctx, bool http)
@@ -353,9 +442,13 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http)
         if (run(ctx, &serr) != 0) {
             gt_suite_result(ctx, "run", GT_ST_ERROR, "%s", serr.msg[0] ? serr.msg : "suite failed");
             stopped = "not run: an earlier suite could not run";
-        } else if (strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before) {
-            stopped = "not run: smoke failed";
+            continue;
         }
+        bool smoke_failed = strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before;
+        if (!smoke_failed) /* a failed smoke stops early: its metrics may be missing */
+            unreported_tolerances(w, ctx);
+        if (smoke_failed)
+            stopped = "not run: smoke failed";
     }
     return ran;
 }
@@ -565,7 +658,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     char why[1500];
     if (wait_healthy(srv, health, timeout_s, why, sizeof why) != 0) {
         if (!srv) {
-            skip(w, "endpoint not reachable: %s", why);
+            skip(w, "no device: endpoint not reachable: %s", why);
             emit_done(w, t0);
             return 0;
         }
@@ -598,7 +691,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     int ran = run_suites(w, &ctx, true);
     gt_model_free(ctx.model);
     if (ran == 0)
-        skip(w, "no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
+        skip(w, "unsupported: no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
     if (srv) {
         char how[200], early[200];
         bool died = gt_server_proc_exited(srv, early, sizeof early);
@@ -639,7 +732,7 @@ static int run_cell(worker *w, double t0)
 
     const gt_backend_entry *e = gt_backend_find(backend);
     if (!e || !e->reg) {
-        skip(w, "backend not available: %s", e ? e->why : "unknown backend");
+        open_failed(w, e ? e->why : "unknown backend", !e || strstr(e->why, "not found"));
         return 0;
     }
     gt_backend_config cfg = {.device = (int)nget(spec, "device", 0),
@@ -648,13 +741,13 @@ static int run_cell(worker *w, double t0)
     gt_backend *b = NULL;
     gt_err err = {{0}};
     if (gt_backend_open(backend, &cfg, &b, &err) != 0) {
-        skip(w, "backend not available: %s", err.msg);
+        open_failed(w, err.msg, false);
         return 0;
     }
     emit_device(w, &b->info, profile);
     const char *dv = b->info.driver_version[0] ? b->info.driver_version : b->info.driver;
     if (version && !gt_version_satisfies(dv, version)) {
-        skip(w, "driver profile %s needs version %s; %s has %s", profile, version,
+        skip(w, "driver version: profile %s needs version %s; %s has %s", profile, version,
              b->info.name, dv[0] ? dv : "no version");
         gt_backend_close(b);
         return 0;
@@ -746,9 +839,11 @@ int cmd_worker(int argc, char **argv)
     w.scratch = sget(spec, "scratch");
     w.db_path = sget(spec, "db");
     w.puts = cJSON_CreateObject();
+    w.reported = cJSON_CreateObject();
     int rc = run_cell(&w, t0);
     gt_db_close(w.db);
     cJSON_Delete(w.puts);
+    cJSON_Delete(w.reported);
     cJSON_Delete(spec);
     if (w.out != stdout)
         fclose(w.out);

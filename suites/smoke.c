@@ -10,9 +10,13 @@
  * With "reference": true it also compares its greedy tokens with the
  * reference backend's on the same weights (from the reference cache, computed
  * once per model artifact, prompt set and settings) and reports the fraction
- * of tokens generated before the first divergence. That metric is "info"
- * unless the matrix sets a tolerance: short greedy runs of quantized models
- * may legitimately diverge on near-ties. */
+ * of tokens generated before the first divergence. That comparison is always
+ * judged: ref_agreement must be >= 0.9 (same weights, same greedy decoding:
+ * a backend computing the same function agrees token for token; 0.9 leaves
+ * room for one near-tie flip late in a prompt), and a matrix may set another
+ * bound per quant or cell (4-bit quants diverge earlier on near-ties). The
+ * check "reference" fails with the value and the bound when it is outside,
+ * e.g. a BLAS that returns zeros: "ref_agreement 0.000 < 0.9". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,7 @@
 #include "http_common.h"
 #include "sha256.h"
 #include "suite.h"
+#include "tolerance.h"
 
 static const char *const DEFAULT_PROMPTS[] = {
     "Once upon a time",
@@ -39,7 +44,7 @@ static const gt_metric_def METRICS[] = {
     {"decode_tps", "tok/s", +1, true, NULL, "generated tokens per second"},
     {"nonfinite", "count", -1, false, "{\"eq\": 0}", "NaN/Inf values seen in logits"},
     {"out_of_range", "count", -1, false, "{\"eq\": 0}", "token ids outside the vocabulary"},
-    {"ref_agreement", "ratio", +1, false, NULL,
+    {"ref_agreement", "ratio", +1, false, "{\"min\": 0.9}",
      "greedy tokens equal to the reference backend's before the first divergence"},
     {NULL},
 };
@@ -181,6 +186,25 @@ static int reference_tokens(gt_suite_ctx *c, const gt_model *m, const char **pro
     return 0;
 }
 
+/* The reference check's verdict: the cell's tolerance for ref_agreement,
+ * or this suite's default bound when the context carries none (a suite run
+ * outside a matrix): never an unjudged pass. */
+static gt_status judge_agreement(const gt_suite_ctx *c, double agree, const char **cmp,
+                                 double *bound)
+{
+    const cJSON *spec = c->tolerances
+                            ? cJSON_GetObjectItemCaseSensitive(c->tolerances, "smoke.ref_agreement")
+                            : NULL;
+    cJSON *def = NULL;
+    if (!spec) {
+        const gt_metric_def *d = gt_suite_metric_def(c->suite, "ref_agreement");
+        spec = def = cJSON_Parse(d && d->tolerance ? d->tolerance : "{\"min\": 0.9}");
+    }
+    gt_status v = gt_tol_eval(spec, agree, cmp, bound);
+    cJSON_Delete(def);
+    return v == GT_ST_FAIL ? GT_ST_FAIL : GT_ST_PASS;
+}
+
 /* The prompts setting or the defaults (shared with http_smoke.c, whose
  * reference greedy tokens share this suite's cache entry). */
 int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap)
@@ -276,10 +300,23 @@ static int smoke_run(gt_suite_ctx *c, gt_err *err)
                 if (k < n_tokens && first_div < 0)
                     first_div = p;
             }
-            gt_suite_result(c, "reference", GT_ST_PASS, "%s reference; %ld/%ld tokens agree%s",
+            double agree = (double)same / ((double)n_prompts * n_tokens);
+            const char *cmp;
+            double bound;
+            gt_status v = judge_agreement(c, agree, &cmp, &bound);
+            gt_suite_result(c, "reference", v,
+                            "ref_agreement %.3f %s %.3g: %s reference; %ld/%ld tokens agree%s",
+                            agree, v == GT_ST_PASS    ? cmp
+                                   : cmp[0] == '>' ? "<"
+                                   : cmp[0] == '<' ? ">"
+                                                   : "!=",
+                            bound,
                             cached ? "cached" : "computed", same, (long)n_prompts * n_tokens,
                             first_div >= 0 ? " (diverged)" : "");
-            gt_suite_metric(c, "ref_agreement", (double)same / ((double)n_prompts * n_tokens));
+            /* judged above; metric line without a second failure count */
+            int before = c->n_failed;
+            gt_suite_metric(c, "ref_agreement", agree);
+            c->n_failed = before;
             free(ref);
         }
     }

@@ -13,7 +13,11 @@
  *
  * The built binary is cached on disk (opencl_cache.c) under a key of
  * platform, device, driver version, options and source hash. A cached
- * binary the driver refuses is rebuilt from source, never fatal. */
+ * binary the driver refuses is rebuilt from source, never fatal.
+ *
+ * GT_OPENCL_FAULT=build (tests only) skips the cache and adds a source that
+ * does not compile, so the driver's real build fails: how a broken kernel
+ * or compiler looks to the harness (an error, never a skip). */
 #include "opencl_cache.h"
 #include "opencl_internal.h"
 #include "opencl_kernels.h"
@@ -222,20 +226,26 @@ static int build_program(ocl_ctx *c, gt_err *err)
     cache_key(c, options, key, sizeof key);
     gt_ocl_cache_dir(dir, sizeof dir);
 
+    const char *fault = getenv("GT_OPENCL_FAULT");
+    bool fail_build = fault && strcmp(fault, "build") == 0;
     cl_program p = NULL;
-    if (dir[0])
+    if (dir[0] && !fail_build)
         p = from_cache(c, dir, key, options);
     else
         snprintf(c->cache_status, sizeof c->cache_status, "off");
     if (!p) {
-        const char *texts[GT_OCL_N_SOURCES];
-        size_t lens[GT_OCL_N_SOURCES];
+        static const char BROKEN[] = "this is not OpenCL C (GT_OPENCL_FAULT build) ;\n";
+        const char *texts[GT_OCL_N_SOURCES + 1];
+        size_t lens[GT_OCL_N_SOURCES + 1];
         for (size_t i = 0; i < GT_OCL_N_SOURCES; i++) {
             texts[i] = GT_OCL_SOURCES[i].text;
             lens[i] = GT_OCL_SOURCES[i].size - 1;
         }
+        texts[GT_OCL_N_SOURCES] = BROKEN;
+        lens[GT_OCL_N_SOURCES] = sizeof BROKEN - 1;
         cl_int st;
-        p = clCreateProgramWithSource(c->context, (cl_uint)GT_OCL_N_SOURCES, texts, lens, &st);
+        p = clCreateProgramWithSource(c->context, (cl_uint)GT_OCL_N_SOURCES + fail_build, texts,
+                                      lens, &st);
         if (st != CL_SUCCESS)
             return gt_ocl_fail(err, "clCreateProgramWithSource", st, "%zu embedded sources",
                                GT_OCL_N_SOURCES);
@@ -245,7 +255,7 @@ static int build_program(ocl_ctx *c, gt_err *err)
             clReleaseProgram(p);
             return -1;
         }
-        if (dir[0]) {
+        if (dir[0] && !fail_build) {
             size_t len = 0;
             unsigned char *bin = program_binary(p, &len);
             char why[200] = "the driver gave no binary";
