@@ -205,9 +205,28 @@ if have_verb qualify && [ -f matrices/quickstart.json ]; then
     fi
   fi
   echo "$qout"
-  cuda_cells=$(echo "$qout" | grep -ci "cuda" || true)
-  [ $rc -eq 0 ] && row qualify PASS "quickstart gate passed ($cuda_cells output lines name cuda)" ||
+  # The quickstart gate allows cuda cells to skip (no device), so its exit
+  # code alone says nothing about CUDA: this check passes only when cuda
+  # cells ran, and every one that ran passed.
+  cuda_ran=0 cuda_pass=0 cuda_skip=0 cuda_why=""
+  if command -v sqlite3 >/dev/null && [ -f "$OUT/results.sqlite" ]; then
+    q1() { sqlite3 "$OUT/results.sqlite" "$1" 2>/dev/null; }
+    cuda_ran=$(q1 "SELECT COUNT(*) FROM cells WHERE backend = 'cuda' AND status NOT IN ('skip','pending')")
+    cuda_pass=$(q1 "SELECT COUNT(*) FROM cells WHERE backend = 'cuda' AND status = 'pass'")
+    cuda_skip=$(q1 "SELECT COUNT(*) FROM cells WHERE backend = 'cuda' AND status = 'skip'")
+    cuda_why=$(q1 "SELECT reason FROM cells WHERE backend = 'cuda' AND status = 'skip' LIMIT 1" | cut -c1-120)
+  else
+    cuda_why="cannot count cuda cells (no sqlite3 CLI or no results database)"
+  fi
+  if [ $rc -ne 0 ]; then
     row qualify FAIL "quickstart gate exit $rc"
+  elif [ "${cuda_ran:-0}" -eq 0 ]; then
+    row qualify FAIL "no cuda cell ran (${cuda_skip:-?} skipped: $cuda_why)"
+  elif [ "$cuda_pass" -ne "$cuda_ran" ]; then
+    row qualify FAIL "$cuda_pass of $cuda_ran cuda cells passed"
+  else
+    row qualify PASS "quickstart gate passed; $cuda_pass cuda cells ran and passed, $cuda_skip skipped"
+  fi
   [ -f "$OUT/report.html" ] || echo "(no HTML report was written)"
 else
   row qualify SKIP "gauntlet qualify or matrices/quickstart.json is missing"
