@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "gt/error.h"
 #include "gt/synth.h"
 
@@ -90,6 +92,52 @@ const char *gt_test_llama(void)
 bool gt_test_llama_is_stories(void)
 {
     return gt_test_model("stories260K.gguf") != NULL;
+}
+
+const char *gt_test_quickstart(void)
+{
+    static char out[4096];
+    char *text = gt_test_slurp(GT_SOURCE_DIR "/matrices/quickstart.json");
+    ck_assert_msg(text != NULL, "matrices/quickstart.json unreadable");
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    ck_assert_msg(root != NULL, "matrices/quickstart.json does not parse");
+    /* root is relative to the matrix's folder, /tmp/gt-test-PID (gt_test_tmp) */
+    cJSON_ReplaceItemInObject(root, "root", cJSON_CreateString("../.." GT_SOURCE_DIR));
+    const bool standin = !gt_test_llama_is_stories();
+    int found = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(root, "models"))
+    {
+        const cJSON *id = cJSON_GetObjectItem(m, "id");
+        if (!cJSON_IsString(id) || strcmp(id->valuestring, "stories260k") != 0)
+            continue;
+        found++;
+        cJSON_ReplaceItemInObject(m, "path", cJSON_CreateString(gt_test_llama()));
+        if (standin) { /* they describe the real file */
+            cJSON_DeleteItemFromObject(m, "url");
+            cJSON_DeleteItemFromObject(m, "sha256");
+            cJSON_DeleteItemFromObject(m, "size");
+        }
+    }
+    ck_assert_msg(found <= 1, "quickstart.json: %d models with id stories260k", found);
+    char *json = cJSON_Print(root);
+    cJSON_Delete(root);
+    snprintf(out, sizeof out, "%s", gt_test_tmp("quickstart.json"));
+    gt_test_write_file(out, json, strlen(json));
+    free(json);
+    return out;
+}
+
+void gt_test_assert_junit(const char *xml)
+{
+    ck_assert_msg(gt_test_sh("xmllint --noout --schema '%s/reports/junit.xsd' '%s'", GT_SOURCE_DIR,
+                             xml) == 0,
+                  "%s is not valid against reports/junit.xsd", xml);
+    const char *ant = gt_test_shared("schemas/junit.xsd");
+    if (ant)
+        ck_assert_msg(gt_test_sh("xmllint --noout --schema '%s' '%s'", ant, xml) == 0,
+                      "%s is not valid against %s", xml, ant);
 }
 
 static int n_skipped_cases;

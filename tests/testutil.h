@@ -37,6 +37,18 @@ const char *gt_test_llama(void);
  * and vocabulary some cases check). */
 bool gt_test_llama_is_stories(void);
 
+/* matrices/quickstart.json rewritten into the test's temporary folder with
+ * its root at the source tree and its stories260k model, if it has one, at
+ * gt_test_llama() (url and checksum dropped when that is the stand-in), so
+ * a quickstart qualifies without ../shared too. Fails the test when it
+ * cannot. */
+const char *gt_test_quickstart(void);
+
+/* Asserts that the JUnit file xml validates (xmllint --schema) against
+ * reports/junit.xsd, and against ../shared/schemas/junit.xsd when that
+ * exists (gt_test_shared). */
+void gt_test_assert_junit(const char *xml);
+
 /* Adds tf to tc when ok; otherwise prints "SKIP <case>: <why>" and counts
  * the skip. gt_test_run exits with the skip code when no case was added. */
 #define gt_test_add_if(tc, tf, ok, why) gt_test_add_if_(tc, tf, #tf, ok, why)
