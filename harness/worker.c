@@ -242,7 +242,9 @@ static void open_failed(worker *w, const char *msg, bool not_built)
         "no CUDA device",              /* cuda: cudaGetDeviceCount found none */
         "cudaErrorNoDevice",           /* ... or failed: no GPU */
         "cudaErrorInsufficientDriver", /* ... or no NVIDIA driver installed */
-        "libcuda.so",                  /* the plugin's driver library is absent */
+        "libcuda.so",                  /* the plugin's driver library is absent, */
+        "libcudart.so",                /* ... or the CUDA runtime, */
+        "libOpenCL.so",                /* ... or the OpenCL ICD loader */
         "no OpenCL platform",          /* opencl: the ICD loader found no driver */
         "no OpenCL device matches",    /* opencl: the profile's platform is not here */
         NULL};
@@ -266,7 +268,8 @@ static void open_failed(worker *w, const char *msg, bool not_built)
         what = "bad driver setting";
     else if (strstr(msg, "out of memory"))
         what = "out of memory";
-    else if (strstr(msg, "gt_backend_plugin_entry") || strstr(msg, "no registration"))
+    else if (strstr(msg, "gt_backend_plugin_entry") || strstr(msg, "no registration") ||
+             strstr(msg, "undefined symbol"))
         what = "plugin ABI mismatch";
     char full[1200];
     snprintf(full, sizeof full, "%s: %s", what, msg);

@@ -333,7 +333,7 @@ START_TEST(unreachable_external_endpoint_skips)
     ck_assert_msg(now() - t0 < 10, "took %.1f s", now() - t0);
     sqlite3 *h = db_open("ext.sqlite");
     const char *r = q_text(h, "SELECT status || ': ' || reason FROM cells");
-    ck_assert_msg(strncmp(r, "skip: endpoint not reachable: http://127.0.0.1:", 47) == 0 &&
+    ck_assert_msg(strncmp(r, "skip: no device: endpoint not reachable: http://127.0.0.1:", 58) == 0 &&
                       strstr(r, "/health did not answer 200 within 1 s"),
                   "%s", r);
     sqlite3_close(h);
@@ -392,7 +392,7 @@ START_TEST(suite_without_http_variant_skips)
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nohttp.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT status || ': ' || reason FROM cells"),
-                     "skip: no suite of tier soak runs over HTTP\n");
+                     "skip: unsupported: no suite of tier soak runs over HTTP\n");
     ck_assert_str_eq(q_text(h, "SELECT suite || '.' || check_name || ' ' || status || ': ' ||"
                                " message FROM results WHERE suite <> 'server'"),
                      "soak.run skip: suite soak does not run over HTTP\n");
