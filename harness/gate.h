@@ -7,10 +7,14 @@
  * without the matrix file (`gauntlet db gate`).
  *
  * The gate passes when every required cell has an allowed status (default:
- * pass, xfail, skip) and, with a baseline, no regress-flagged metric of a
- * required cell got worse than the threshold. Each failure is printed: the
- * cell, its status and reason, every failing check and every metric outside
- * its tolerance with value and bound.
+ * pass, xfail, skip), every required skip's category (its reason up to the
+ * first ':', e.g. "no device") is in the policy's allowed_skips (default
+ * "no device", "unsupported"; "skipped by the matrix" always is), every cell
+ * of a model or backend the stored matrix marks "required": true passed, and,
+ * with a baseline, no regress-flagged metric of a required cell got worse
+ * than the threshold. Each failure is printed: the cell, its status and
+ * reason, every failing check and every metric outside its tolerance with
+ * value and bound.
  *
  * A merged run (`gauntlet merge`, recorded in run_merges) must also hold
  * every one of the n_cells it was planned with: a shard whose database was

@@ -9,10 +9,15 @@
  *   xfail    it failed (or crashed, timed out, errored) and the matrix says it
  *            is expected to: a documented limitation
  *   xpass    expected to fail, but passed: the expectation is stale
- *   skip     not run, with a reason (no device, unsupported op/type, artifact
- *            missing, excluded by expectation)
+ *   skip     not run: the matrix asked for what this machine cannot have.
+ *            The reason starts with its category, which the gate's
+ *            allowed_skips names: "no device: ", "not built: ", "driver
+ *            version: ", "unsupported: ", "artifact missing: ", "skipped by
+ *            the matrix: "
  *   error    the harness could not judge the cell (bad artifact, quantize
- *            failed, suite error): neither a pass nor a verdict on the backend
+ *            failed, suite error), or the backend would not start on what
+ *            this machine has ("bad driver setting: ", "out of memory: ",
+ *            "kernel build failed: ", "plugin ABI mismatch: ")
  *   crash    the worker process died on a signal
  *   timeout  the worker ran past the cell's timeout and was killed
  *   pending  recorded but not finished (a run in progress or interrupted);
