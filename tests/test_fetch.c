@@ -13,6 +13,7 @@
 #define GT_VERSION "test"
 #endif
 #include "../harness/fetch.c"
+#include "../harness/fetch_pypi.c"
 #include "../harness/sha256.c"
 
 #include <arpa/inet.h>
@@ -367,8 +368,14 @@ START_TEST(test_unreachable_is_missing)
     gt_fetch_req r = req_for(u, 1, art_sha, ART_LEN);
     char path[PATH_MAX];
     gt_err err = {{0}};
+    r.retry_delay_s = 5; /* a retry would show as seconds */
+    double t0 = gt_test_now();
     ck_assert_int_eq(gt_fetch(&r, path, sizeof path, &err), GT_FETCH_MISSING);
-    ck_assert_msg(strstr(err.msg, "gave up after 3 attempts"), "%s", err.msg);
+    double took = gt_test_now() - t0;
+    /* A refused connection fails fast: one attempt, no backoff. */
+    ck_assert_msg(strstr(err.msg, "(not retried)"), "%s", err.msg);
+    ck_assert_msg(!strstr(err.msg, "gave up after"), "%s", err.msg);
+    ck_assert_msg(took < 4.0, "refused connection took %.1f s", took);
     ck_assert_str_eq(cache_listing(), "");
 }
 END_TEST

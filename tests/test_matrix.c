@@ -15,6 +15,11 @@
 
 #include "testutil.h"
 
+#ifndef GT_VERSION
+#define GT_VERSION "test"
+#endif
+#include "../harness/fetch.c"
+#include "../harness/fetch_pypi.c"
 #include "../harness/jsonv.c"
 #include "../harness/matrix.c"
 #include "../harness/matrix_expand.c"
@@ -333,6 +338,17 @@ static const bad_case BAD[] = {
      " \"path\": \"y\", \"sha256\": \"abc\"}], \"quants\": [\"f32\"], \"backends\": [\"cpu\"], " TIERS
      "}",
      "models[1].sha256", "64 lower-case hex"},
+    {"pypi unpinned",
+     "{\"name\": \"t\", \"models\": [{\"id\": \"a\", \"file\": \"a.gguf\", \"sha256\": \""
+     "0000000000000000000000000000000000000000000000000000000000000000\", \"pypi\":"
+     " {\"package\": \"p\", \"member\": \"a.gguf\"}}], \"quants\": [\"f32\"],"
+     " \"backends\": [\"cpu\"], " TIERS "}",
+     "models[0].pypi", "must pin a version"},
+    {"pypi without sha256",
+     "{\"name\": \"t\", \"models\": [{\"id\": \"a\", \"file\": \"a.gguf\", \"pypi\":"
+     " {\"package\": \"p==1\", \"member\": \"a.gguf\"}}], \"quants\": [\"f32\"],"
+     " \"backends\": [\"cpu\"], " TIERS "}",
+     "models[0].pypi", "needs \"file\""},
     {"no source",
      "{\"name\": \"t\", \"models\": [{\"id\": \"a\"}], \"quants\": [\"f32\"],"
      " \"backends\": [\"cpu\"], " TIERS "}",
