@@ -1,8 +1,9 @@
 /* test_qualify.c: `gauntlet qualify` end to end, running the built binary.
  *
- * Each test writes a small matrix (stories260K from ../shared/models and a
- * synthetic tiny model, reference and cpu backends) or uses the shipped
- * quickstart matrix, runs the real program in a temporary folder and then
+ * Each test writes a small matrix (stories260K from ../shared/models, or
+ * its synthetic stand-in without it, gt_test_llama, and a synthetic tiny
+ * model, reference and cpu backends) or uses the shipped quickstart matrix
+ * (gt_test_quickstart), runs the real program in a temporary folder and then
  * reads the results database with SQLite to check what was recorded: every
  * cell with its metrics, crashes and timeouts recorded as such while the run
  * goes on, a SIGKILLed harness resumed without redoing finished cells, shards
@@ -65,18 +66,19 @@ static const char *small_matrix(const char *name, const char *cpu_timeout, const
 START_TEST(quickstart_passes_and_records_everything)
 {
     double t0 = now();
-    int rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id one -j 2"
+    const char *quickstart = gt_test_quickstart();
+    int rc = run(BIN " qualify '%s' --db qs.sqlite --run-id one -j 2"
                      " --junit qs.xml --html qs.html",
-                 GT_SOURCE_DIR);
+                 quickstart);
     double took = now() - t0;
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
     ck_assert_msg(took < 120, "quickstart took %.0fs", took);
     ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
     ck_assert_ptr_nonnull(strstr(g_out, "harness overhead per cell"));
-    /* qualify's own reports: JUnit valid against the shared XSD, HTML there */
-    ck_assert_msg(run("xmllint --noout --schema '%s/schemas/junit.xsd' qs.xml", GT_SHARED_DIR) == 0,
-                  "%s", g_out);
-    ck_assert_msg(run("grep -c 'stories260k/q8_0/cpu/default' qs.html") == 0, "%s", g_out);
+    /* qualify's own reports: JUnit valid against our XSD (and the shared
+     * one where present), HTML there */
+    gt_test_assert_junit(path_in("qs.xml"));
+    ck_assert_msg(run("grep -c 'synth-tiny/q8_0/cpu/default' qs.html") == 0, "%s", g_out);
     sqlite3 *h = db_open("qs.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM runs WHERE status = 'complete'"), 1);
     ck_assert_int_eq(q_int(h, "SELECT n_cells FROM runs"), 24);
@@ -107,6 +109,13 @@ START_TEST(quickstart_passes_and_records_everything)
                               " WHERE c.backend = 'reference' AND m.name = 'ref_agreement'"
                               " AND m.value = 1"),
                      6);
+    /* Every cpu cell (2 models x 3 quants) agrees with the reference's
+     * greedy tokens within the smoke tolerance (>= 0.9), judged and passed. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
+                              " WHERE c.backend = 'cpu' AND c.status = 'pass'"
+                              " AND m.name = 'ref_agreement' AND m.value >= 0.9"
+                              " AND m.comparator = '>=' AND m.verdict = 'pass'"),
+                     6);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM ref_cache"), 6);
     ck_assert_int_ge(q_int(h, "SELECT COUNT(*) FROM devices"), 2);
     ck_assert_int_ge(q_int(h, "SELECT COUNT(*) FROM artifacts"), 6);
@@ -117,14 +126,13 @@ START_TEST(quickstart_passes_and_records_everything)
     ck_assert_int_eq(run(BIN " db check qs.sqlite"), 0);
 
     /* A second run reuses the reference outputs and the quants. */
-    rc = run(BIN " qualify '%s/matrices/quickstart.json' --db qs.sqlite --run-id two -q",
-             GT_SOURCE_DIR);
+    rc = run(BIN " qualify '%s' --db qs.sqlite --run-id two -q", quickstart);
     ck_assert_msg(rc == 0, "%s", g_out);
     h = db_open("qs.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM ref_cache"), 6);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
                               " JOIN runs u ON u.id = c.run_id WHERE u.run_key LIKE '%%/two'"
-                              " AND r.check_name = 'reference' AND r.message LIKE 'cached%%'"),
+                              " AND r.check_name = 'reference' AND r.message LIKE '%%: cached reference%%'"),
                      q_int(h, "SELECT COUNT(*) FROM cells c JOIN runs u ON u.id = c.run_id"
                               " WHERE u.run_key LIKE '%%/two' AND c.status = 'pass'"));
     sqlite3_close(h);
@@ -409,8 +417,7 @@ END_TEST
 int main(void)
 {
     gt_test_require_gauntlet();
-    g_stories = gt_test_model("stories260K.gguf");
-    gt_test_require(g_stories, "stories260K.gguf");
+    g_stories = gt_test_llama(); /* written once here, before the cases fork */
     /* Each test gets its own gauntlet cache (XDG_CACHE_HOME), but keeps the
      * OpenCL compilers' caches (content-keyed): a cold PoCL build of every
      * kernel would otherwise dominate the quickstart run. */
