@@ -10,8 +10,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "sha256.h"
+#include "numerics.h"
+#include "refkey.h"
 #include "tolerance.h"
+
+#ifndef GT_VERSION
+#define GT_VERSION "0.0.0"
+#endif
 
 extern const gt_suite gt_suite_smoke;
 extern const gt_suite gt_suite_functional;
@@ -171,15 +176,9 @@ int gt_suite_model(gt_suite_ctx *c, gt_model **out, gt_err *err)
 void gt_suite_ref_key(const gt_suite_ctx *c, const char *kind, const char *data_hash,
                       const char *settings, char key[65])
 {
-    /* NUL separators keep ("ab","c") and ("a","bc") apart. */
-    const char *parts[] = {"gauntlet-ref-v1", kind, c->model_sha256 ? c->model_sha256 : "",
-                           c->quant ? c->quant : "", data_hash ? data_hash : "",
-                           settings ? settings : ""};
-    gt_sha256 s;
-    gt_sha256_init(&s);
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        gt_sha256_update(&s, parts[i], strlen(parts[i]) + 1);
-    gt_sha256_final_hex(&s, key);
+    /* The versions of the oracle are part of the key (refkey.h). */
+    gt_ref_key(kind, c->model_sha256, c->quant, data_hash, settings, GT_VERSION,
+               GT_NUMERICS_VERSION, key);
 }
 
 int gt_suite_ref_get(gt_suite_ctx *c, const char *key, void **data, size_t *size, gt_err *err)

@@ -33,7 +33,8 @@
  *
  * The reference cache: outputs of the reference backend (logits over eval
  * text, greedy continuations of a prompt set) are computed once per (model
- * artifact sha256, quant, data hash, settings) and stored in the run
+ * artifact sha256, quant, data hash, settings, gauntlet and numerics
+ * version: suites/refkey.h) and stored in the run
  * database's ref_cache table, shared by all cells and runs:
  *     char key[65];
  *     gt_suite_ref_key(ctx, "greedy", data_hash, settings_json, key);
