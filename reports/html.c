@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "headroom.h"
 #include "html.h"
 #include "status.h"
 
@@ -34,6 +35,33 @@ static void fact(FILE *f, const char *k, const char *v, bool mono)
     fprintf(f, "<dt>%s</dt><dd%s>", k, mono ? " class=\"mono\"" : "");
     E(v[0] ? v : "-");
     fputs("</dd>", f);
+}
+
+/* The reference's numerics version(s) the accuracy cells compared with
+ * (suites/numerics.h): more than one means the run mixed oracles. */
+static void numerics_fact(FILE *f, const gt_rep_run *r)
+{
+    double seen[8];
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        for (int j = 0; j < r->cells[i].n_metrics; j++) {
+            const gt_rep_metric *m = &r->cells[i].metrics[j];
+            if (!m->has_value || strcmp(m->name, "numerics_version") != 0)
+                continue;
+            bool dup = false;
+            for (int k = 0; k < n; k++)
+                dup |= seen[k] == m->value;
+            if (!dup && n < 8)
+                seen[n++] = m->value;
+        }
+    char text[128] = "";
+    for (int k = 0; k < n; k++) {
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len, "%s%.0f", k ? ", " : "", seen[k]);
+    }
+    if (n > 1)
+        strncat(text, " (mixed: cells compared with different oracles)", sizeof text - strlen(text) - 1);
+    fact(f, "reference numerics", text, true);
 }
 
 static void header(FILE *f, const gt_rep_run *r)
@@ -67,6 +95,7 @@ static void header(FILE *f, const gt_rep_run *r)
     fact(f, "finished", t1, false);
     fact(f, "duration", dur, false);
     fact(f, "database", r->db_path, true);
+    numerics_fact(f, r);
     fputs("</dl></div>", f);
     const char *cls = r->gate == 0 ? "pass" : r->gate == 1 ? "fail" : "none";
     const char *txt = r->gate == 0   ? "&#10003; GATE PASS"
@@ -497,7 +526,8 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
         fputs("<a href=\"#baseline\">Against the baseline</a>", f);
     fputs("<a href=\"#grid\">Grid</a><a href=\"#limitations\">Known limitations</a>"
           "<a href=\"#environment\">Environment</a><a href=\"#accuracy\">Accuracy</a>"
-          "<a href=\"#performance\">Performance</a><a href=\"#cells\">Cell details</a></nav>\n",
+          "<a href=\"#performance\">Performance</a><a href=\"#headroom\">Headroom</a>"
+          "<a href=\"#cells\">Cell details</a></nav>\n",
           f);
     summary(f, r, d);
     if (d)
@@ -524,6 +554,8 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
     gt_html_accuracy(f, r);
     fputs("</section>\n<section id=\"performance\"><h2>Performance</h2>\n", f);
     gt_html_performance(f, r);
+    fputs("</section>\n<section id=\"headroom\"><h2>Headroom of the bounds</h2>\n", f);
+    gt_html_headroom(f, r);
     fputs("</section>\n<section id=\"cells\"><h2>Cell details</h2>\n<p class=\"sub\">Cells that "
           "need attention are open; click a passing cell to see its checks and metrics.</p>\n",
           f);
