@@ -8,14 +8,16 @@
  *
  * The suites run the way a qualification runs them: `gauntlet worker
  * --spec FILE` with an http cell whose endpoint is that server, the JSON
- * lines it prints parsed and judged here. Positive: serve stories260K on
+ * lines it prints parsed and judged here. Positive: serve stories260K (or
+ * its synthetic stand-in without ../shared, gt_test_llama) on
  * the reference backend, the cell's artifact the same file; every check
  * passes and every metric is inside the tolerances a matrix would give.
  * Negative (a check nobody has seen fail is not known to work):
  *   - the server serves stories260K with its output rows rotated by one
  *     (same tokenizer, another model): smoke's reference agreement and
  *     accuracy's top-1 fail, with their numbers in the messages;
- *   - the server serves a `gauntlet synth` model (another tokenizer):
+ *   - the server serves a `gauntlet synth` model (another tokenizer; SmolLM2
+ *     when the artifact is the stand-in, whose tokenizer is synth's):
  *     accuracy's token_count fails naming both counts, smoke's usage and
  *     reference checks fail. */
 #include <math.h>
@@ -68,7 +70,8 @@ START_TEST(test_client_get_post)
     gt_http_reply r;
     ck_assert_int_eq(gt_http_get(url_of(&g_main, "/v1/models"), 10, &r, &e), 0);
     ck_assert_int_eq(r.status, 200);
-    ck_assert_ptr_nonnull(strstr(r.body, "stories260K"));
+    const char *slash = strrchr(g_stories, '/'); /* the model id is the file's name */
+    ck_assert_ptr_nonnull(strstr(r.body, slash ? slash + 1 : g_stories));
     ck_assert_uint_eq(r.size, strlen(r.body));
     ck_assert(r.total_s > 0 && r.first_s <= r.total_s);
     gt_http_reply_free(&r);
@@ -391,13 +394,25 @@ START_TEST(test_suites_fail_against_another_model)
 }
 END_TEST
 
-START_TEST(test_suites_fail_against_another_tokenizer)
+/* A model with another tokenizer than g_stories: a `gauntlet synth` model
+ * for stories260K; for its stand-in, itself synthetic with synth's
+ * SentencePiece vocabulary, SmolLM2 (GPT-2 style BPE). */
+static const char *other_tokenizer_model(void)
 {
+    if (!gt_test_llama_is_stories())
+        return gt_test_smollm2();
     const char *synth = gt_test_tmp("synth.gguf");
     ck_assert_int_eq(gt_test_sh("'%s' synth '%s' --seed 5 >/dev/null", BIN, synth), 0);
+    return synth;
+}
+
+START_TEST(test_suites_fail_against_another_tokenizer)
+{
+    const char *other = other_tokenizer_model();
+    ck_assert_msg(other != NULL, "no model with another tokenizer (main() checked)");
     gt_test_server s = {0};
-    ck_assert_msg(gt_test_serve_start(&s, synth, SERVE_ARGS) == 0,
-                  "serve of the synth model failed");
+    ck_assert_msg(gt_test_serve_start(&s, other, SERVE_ARGS) == 0,
+                  "serve of %s failed", other);
     lines l;
     run_worker(&s, "[\"accuracy\"]", "{\"accuracy\": {\"max_scored\": 128, \"n_gen\": 0}}", &l);
     expect_status(&l, "accuracy", "token_count", "fail");
@@ -427,9 +442,8 @@ END_TEST
 
 int main(void)
 {
-    g_stories = gt_test_model("stories260K.gguf");
-    gt_test_require(g_stories, "stories260K.gguf");
     gt_test_require_gauntlet();
+    g_stories = gt_test_llama(); /* written once here, before the cases fork */
     gt_err e = {{0}};
     if (gt_http_global_init(&e) != 0) {
         printf("%s\n", e.msg);
@@ -448,7 +462,10 @@ int main(void)
     tcase_set_timeout(suites, 120);
     tcase_add_test(suites, test_suites_pass_against_reference_server);
     tcase_add_test(suites, test_suites_fail_against_another_model);
-    tcase_add_test(suites, test_suites_fail_against_another_tokenizer);
+    gt_test_add_if(suites, test_suites_fail_against_another_tokenizer,
+                   gt_test_llama_is_stories() || gt_test_smollm2() != NULL,
+                   "the stand-in for stories260K has synth's tokenizer, so another tokenizer "
+                   "needs SmolLM2, which was not found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
     suite_add_tcase(s, suites);
     int rc = gt_test_run(s);
     gt_test_sh("rm -rf '%s'", gt_test_tmp(""));

@@ -5,7 +5,7 @@
  * server through the suites' HTTP variants; with "start" the harness starts
  * the server per cell on a port it picks, waits for its health URL and stops
  * it. Checked here: bad entries are refused naming the JSON path (exit 2);
- * matrices/serve.json (gauntlet serve on stories260K, reference and cpu)
+ * matrices/serve.json (gauntlet serve on a synthetic tiny llama, reference and cpu)
  * qualifies; a server that never gets healthy, one that exits at once and a
  * program that does not exist each fail their cell with the reason and the
  * server's last output, within start_timeout_s, and leave no process behind;
@@ -46,7 +46,7 @@ static const char *g_stories;
 #define q_text(...) gt_test_q_text(__VA_ARGS__)
 #define now() gt_test_now()
 
-/* A matrix on stories260K f32 with the given backends and a smoke tier. */
+/* A matrix on stories260K (or its stand-in, gt_test_llama) f32 with the given backends and a smoke tier. */
 static const char *matrix(const char *name, const char *backends, const char *extra)
 {
     char text[8192];
@@ -447,8 +447,7 @@ END_TEST
 int main(void)
 {
     gt_test_require_gauntlet();
-    g_stories = gt_test_model("stories260K.gguf");
-    gt_test_require(g_stories, "stories260K.gguf");
+    g_stories = gt_test_llama(); /* written once here, before the cases fork */
     snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("qh"));
     mkdir(g_dir, 0755);
     Suite *s = suite_create("qualify_http");

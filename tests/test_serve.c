@@ -161,7 +161,8 @@ START_TEST(test_health_and_models)
     ck_assert_int_eq(r.status, 200);
     cJSON *o = cJSON_Parse(r.body);
     const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "data"), 0);
-    ck_assert_str_eq(cJSON_GetObjectItem(m, "id")->valuestring, "stories260K.gguf");
+    const char *slash = strrchr(model_path, '/'); /* the id is the file's name */
+    ck_assert_str_eq(cJSON_GetObjectItem(m, "id")->valuestring, slash ? slash + 1 : model_path);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "object")->valuestring, "list");
     cJSON_Delete(o);
     free(r.body);
@@ -173,12 +174,16 @@ START_TEST(test_greedy_deterministic_and_matches_generate)
     const char *req = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"temperature\": 0}";
     cJSON *a = complete(req), *b = complete(req);
     ck_assert_str_eq(text_of(a), text_of(b));
-    ck_assert_msg(strncmp(text_of(a), ", there was a little girl named Lily", 36) == 0, "%s",
-                  text_of(a));
+    if (gt_test_llama_is_stories()) /* its golden text (../shared/models/README.md) */
+        ck_assert_msg(strncmp(text_of(a), ", there was a little girl named Lily", 36) == 0, "%s",
+                      text_of(a));
+    ck_assert_int_gt(strlen(text_of(a)), 0);
     ck_assert_str_eq(cJSON_GetObjectItem(choice(a), "finish_reason")->valuestring, "length");
     const cJSON *u = cJSON_GetObjectItem(a, "usage");
     ck_assert_int_eq(cJSON_GetObjectItem(u, "completion_tokens")->valueint, 24);
-    ck_assert_int_eq(cJSON_GetObjectItem(u, "prompt_tokens")->valueint, 5);
+    if (gt_test_llama_is_stories())
+        ck_assert_int_eq(cJSON_GetObjectItem(u, "prompt_tokens")->valueint, 5);
+    ck_assert_int_gt(cJSON_GetObjectItem(u, "prompt_tokens")->valueint, 1); /* BOS + text */
     ck_assert_str_eq(cJSON_GetObjectItem(a, "object")->valuestring, "text_completion");
 
     /* The same continuation as the CLI prints (prompt + text + newline). */
@@ -287,10 +292,22 @@ START_TEST(test_stop_strings)
 {
     cJSON *full = complete("{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0}");
     const char *t = text_of(full);
-    const char *at = strstr(t, "Lily");
+    /* stories260K says "Lily"; any model: three characters from the middle
+     * of its own greedy text (where they first occur, the stop applies). */
+    char stop[8] = "Lily", req[300];
+    if (!gt_test_llama_is_stories()) {
+        ck_assert_int_ge(strlen(t), 8);
+        for (int i = 0; i < 3; i++)
+            stop[i] = t[strlen(t) / 2 + (size_t)i];
+        stop[3] = '\0';
+        ck_assert_msg(!strpbrk(stop, "\"\\") && stop[0] >= ' ' && stop[1] >= ' ' && stop[2] >= ' ',
+                      "stop '%s' needs JSON escaping", stop);
+    }
+    const char *at = strstr(t, stop);
     ck_assert_ptr_nonnull(at);
-    cJSON *o = complete("{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0, "
-                        "\"stop\": \"Lily\"}");
+    snprintf(req, sizeof req, "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, "
+                              "\"temperature\": 0, \"stop\": \"%s\"}", stop);
+    cJSON *o = complete(req);
     ck_assert_int_eq(strlen(text_of(o)), (size_t)(at - t));
     ck_assert_int_eq(strncmp(text_of(o), t, (size_t)(at - t)), 0);
     ck_assert_str_eq(cJSON_GetObjectItem(choice(o), "finish_reason")->valuestring, "stop");
@@ -338,10 +355,13 @@ START_TEST(test_logprobs)
     /* echo + logprobs: the prompt's tokens lead, the first has no logprob. */
     o = complete("{\"prompt\": \"Once upon a time\", \"max_tokens\": 3, \"temperature\": 0, "
                  "\"logprobs\": 1, \"echo\": true}");
-    ck_assert_msg(strncmp(text_of(o), "Once upon a time,", 17) == 0, "%s", text_of(o));
+    ck_assert_msg(strncmp(text_of(o), gt_test_llama_is_stories() ? "Once upon a time," : "Once upon a time",
+                          gt_test_llama_is_stories() ? 17 : 16) == 0,
+                  "%s", text_of(o));
     lp = cJSON_GetObjectItem(choice(o), "logprobs");
     lps = cJSON_GetObjectItem(lp, "token_logprobs");
-    ck_assert_int_eq(cJSON_GetArraySize(lps), 5 + 3);
+    ck_assert_int_eq(cJSON_GetArraySize(lps), cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"),
+                                                                   "prompt_tokens")->valueint + 3);
     ck_assert(cJSON_IsNull(cJSON_GetArrayItem(lps, 0)));
     for (int i = 1; i < 8; i++)
         ck_assert(cJSON_IsNumber(cJSON_GetArrayItem(lps, i)));
@@ -463,8 +483,19 @@ START_TEST(test_malformed_requests)
     free(r.body);
     free(body);
 
+    /* ... and still answers: stories260K's golden text, or for any model
+     * the start of its own 24-token greedy answer. */
     cJSON *o = complete("{\"prompt\": \"Once upon a time\", \"max_tokens\": 4, \"temperature\": 0}");
-    ck_assert_str_eq(text_of(o), ", there was a");
+    if (gt_test_llama_is_stories()) {
+        ck_assert_str_eq(text_of(o), ", there was a");
+    } else {
+        cJSON *longer =
+            complete("{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"temperature\": 0}");
+        ck_assert_int_gt(strlen(text_of(o)), 0);
+        ck_assert_msg(strncmp(text_of(longer), text_of(o), strlen(text_of(o))) == 0, "'%s' vs '%s'",
+                      text_of(o), text_of(longer));
+        cJSON_Delete(longer);
+    }
     cJSON_Delete(o);
 }
 END_TEST
@@ -750,8 +781,7 @@ END_TEST
 
 int main(void)
 {
-    model_path = gt_test_model("stories260K.gguf");
-    gt_test_require(model_path, "stories260K.gguf");
+    model_path = gt_test_llama(); /* written once here, before the cases fork */
     gt_test_require_gauntlet();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *s = suite_create("serve");

@@ -28,8 +28,9 @@ const char *gt_test_shared(const char *relpath);
 
 /* A llama-family model that is always there: stories260K.gguf when
  * gt_test_model finds it, otherwise a synthetic stand-in of the same shape
- * (preset "stories260k", fixed seed, f32), written once per process into the
- * test's temporary folder. Call it from main() first so forked test cases
+ * (preset "stories260k", fixed seed, f32; the output rows of its special
+ * and byte tokens zeroed so that greedy text is plain pieces, as a trained
+ * model's is), written once per process into the test's temporary folder. Call it from main() first so forked test cases
  * share the one file. Fails (exits 1) only when the stand-in cannot be
  * written. */
 const char *gt_test_llama(void);

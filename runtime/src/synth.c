@@ -42,7 +42,7 @@ static const gt_synth_shape PRESETS[] = {
     /* stories260K's shape (ff 172 is not a multiple of the 32-wide quant
      * blocks, as in the real one): the tests' stand-in when ../shared is
      * absent. */
-    {"stories260k", 64, 5, 8, 4, 172, 512, 512, 10000.0f, 1e-5f, false},
+    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false},
 };
 #define N_PRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
