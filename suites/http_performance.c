@@ -294,11 +294,12 @@ int gt_performance_run_http(gt_suite_ctx *c, gt_err *err)
     double p50 = gt_percentile(v, nv, 0.5), p99 = gt_percentile(v, nv, 0.99);
 #undef COLLECT
     double agg = tokens / wall;
-    gt_suite_result(c, "measured", GT_ST_PASS,
-                    "%d clients, %d requests (%ld tokens generated) in %.2f s: %.1f tok/s in "
-                    "all; time to first token %.1f ms, decode %.1f tok/s per request (median); "
-                    "latency p50 %.1f ms p99 %.1f ms",
-                    n_clients, n, tokens, wall, agg, ttft, tps, p50, p99);
+    /* Judged: the numbers the gate compares with a baseline must be real. */
+    gt_suite_check(c, "measured", isfinite(agg) && agg > 0 && isfinite(ttft) && ttft > 0,
+                   "%d clients, %d requests (%ld tokens generated) in %.2f s: %.1f tok/s in "
+                   "all; time to first token %.1f ms, decode %.1f tok/s per request (median); "
+                   "latency p50 %.1f ms p99 %.1f ms",
+                   n_clients, n, tokens, wall, agg, ttft, tps, p50, p99);
     gt_suite_metric(c, "ttft_ms", ttft);
     if (n_tps > 0)
         gt_suite_metric(c, "tg_tps", tps);
