@@ -7,6 +7,7 @@
  * and the byte offset. A truncation sweep and a seeded byte-flip loop check
  * that no input crashes the reader. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,10 +499,7 @@ END_TEST
 START_TEST(t_stories260k)
 {
     const char *path = gt_test_model("stories260K.gguf");
-    if (!path) {
-        printf("SKIP: t_stories260k: stories260K.gguf not found\n");
-        return;
-    }
+    ck_assert_msg(path != NULL, "stories260K.gguf absent (main() checked it)");
     gt_gguf *g = open_ok(path);
     ck_assert_uint_eq(gt_gguf_version(g), 3);
     ck_assert_int_eq(gt_gguf_n_tensors(g), 48);
@@ -540,8 +538,7 @@ START_TEST(t_llamacpp_quants)
     };
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
         const char *path = gt_test_model(F[i].file);
-        if (!path)
-            continue;
+        ck_assert_msg(path != NULL, "%s absent (main() checked it)", F[i].file);
         gt_gguf *g = open_ok(path);
         ck_assert_int_eq(gt_gguf_n_tensors(g), 48);
         ck_assert_int_eq(gt_gguf_find_tensor(g, "output.weight")->type, F[i].out);
@@ -558,8 +555,7 @@ START_TEST(t_vocab_files)
     static const char *const V[] = {"vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf"};
     for (int i = 0; i < 2; i++) {
         const char *path = gt_test_model(V[i]);
-        if (!path)
-            continue;
+        ck_assert_msg(path != NULL, "%s absent (main() checked it)", V[i]);
         gt_gguf *g = open_ok(path);
         ck_assert_int_eq(gt_gguf_n_tensors(g), 0);
         ck_assert_uint_gt(gt_gguf_arr_len(g, gt_gguf_find_key(g, "tokenizer.ggml.tokens")), 1000);
@@ -568,21 +564,21 @@ START_TEST(t_vocab_files)
 }
 END_TEST
 
-START_TEST(t_smollm2)
+/* GT_SMOLLM2 / the fetch cache, else a copy among the shared models. */
+static const char *smollm2_path(void)
 {
     const char *path = gt_test_smollm2();
-    if (!path)
-        path = gt_test_model("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if (!path)
-        return;
+    return path ? path : gt_test_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+START_TEST(t_smollm2)
+{
+    const char *path = smollm2_path();
+    ck_assert_msg(path != NULL, "SmolLM2 absent (main() checked it)");
     gt_gguf *g = NULL;
     gt_err err = {{0}};
-    if (gt_gguf_open(path, &g, &err) != 0) {
-        /* It may hold a tensor type this runtime does not know yet: then the
-         * message must say so. */
-        ck_assert_msg(strstr(err.msg, "unknown tensor type") != NULL, "%s", err.msg);
-        return;
-    }
+    /* Every tensor type in it is one this runtime knows: it must load. */
+    ck_assert_msg(gt_gguf_open(path, &g, &err) == 0, "%s: %s", path, err.msg);
     ck_assert_int_gt(gt_gguf_n_tensors(g), 100);
     const gt_gguf_tensor *t = gt_gguf_find_tensor(g, "token_embd.weight");
     ck_assert_ptr_nonnull(t);
@@ -1241,20 +1237,22 @@ static Suite *suite(void)
     tcase_add_test(tc, t_v2_and_unpadded);
     suite_add_tcase(s, tc);
 
-    /* Tests of real files run only when the file is there; otherwise they
+    /* Tests of real files run only when the files are there; otherwise they
      * are not registered (so not counted as passed) and say why. */
     tc = tcase_create("real");
-    if (gt_test_model("stories260K.gguf")) {
-        tcase_add_test(tc, t_stories260k);
-        tcase_add_test(tc, t_llamacpp_quants);
-        tcase_add_test(tc, t_vocab_files);
-    } else {
-        printf("SKIP: real-file tests: ../shared/models not found\n");
-    }
-    if (gt_test_smollm2())
-        tcase_add_test(tc, t_smollm2);
-    else
-        printf("SKIP: t_smollm2: SmolLM2 not found (ci/fetch-smollm2.sh or GT_SMOLLM2)\n");
+    const bool quants = gt_test_model("llamacpp-quants/stories260K-f16.gguf") &&
+                        gt_test_model("llamacpp-quants/stories260K-q8_0.gguf") &&
+                        gt_test_model("llamacpp-quants/stories260K-q4_0.gguf") &&
+                        gt_test_model("llamacpp-quants/stories260K-q4_1.gguf");
+    const bool vocab = gt_test_model("vocab/ggml-vocab-gpt-2.gguf") &&
+                       gt_test_model("vocab/ggml-vocab-llama-spm.gguf");
+    gt_test_add_if(tc, t_stories260k, gt_test_model("stories260K.gguf") != NULL,
+                   "stories260K.gguf not found (../shared/models or $GT_MODEL_DIR)");
+    gt_test_add_if(tc, t_llamacpp_quants, quants,
+                   "llama.cpp quants of stories260K not found (../shared/models/llamacpp-quants)");
+    gt_test_add_if(tc, t_vocab_files, vocab, "llama.cpp vocab files not found (../shared/models/vocab)");
+    gt_test_add_if(tc, t_smollm2, smollm2_path() != NULL,
+                   "SmolLM2 not found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
     suite_add_tcase(s, tc);
 
     tc = tcase_create("malformed");
