@@ -23,6 +23,7 @@ typedef struct policy {
     double perf_pct;       /* <0 off */
     cJSON *skips;          /* allowed_skips: "category" or {"category", axis globs} */
     cJSON *matrix;         /* the run's matrix: models[]/backends[] "required" */
+    cJSON *must;           /* gate.must_pass: patterns of cells that must pass */
     char skip_names[200];  /* for messages */
 } policy;
 
@@ -30,6 +31,7 @@ static void free_policy(policy *p)
 {
     cJSON_Delete(p->skips);
     cJSON_Delete(p->matrix);
+    cJSON_Delete(p->must);
 }
 
 static void list_skips(policy *p)
@@ -52,7 +54,7 @@ static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
 {
     p->allowed = GT_ST_BIT(GT_ST_PASS) | GT_ST_BIT(GT_ST_XFAIL) | GT_ST_BIT(GT_ST_SKIP);
     p->perf_pct = -1;
-    p->skips = p->matrix = NULL;
+    p->skips = p->matrix = p->must = NULL;
     char *mj, *gj;
     if (gt_db_run_texts(db, run_id, &mj, &gj, err) != 0)
         return -1;
@@ -63,6 +65,8 @@ static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
     const cJSON *skips = cJSON_GetObjectItemCaseSensitive(g, "allowed_skips");
     p->skips = cJSON_IsArray(skips) ? cJSON_Duplicate(skips, true) : cJSON_Parse(DEFAULT_SKIPS);
     list_skips(p);
+    const cJSON *must = cJSON_GetObjectItemCaseSensitive(g, "must_pass");
+    p->must = cJSON_IsArray(must) ? cJSON_Duplicate(must, true) : NULL;
     const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(g, "allowed");
     if (cJSON_IsArray(allowed)) {
         p->allowed = 0;
@@ -124,13 +128,28 @@ static bool skip_allowed(const policy *p, const char *id, const char *reason)
     return false;
 }
 
-/* Whether the matrix marks the cell's model or backend "required": true
- * (it must pass, whatever the allowed statuses); *why names which. */
+/* Whether the matrix marks the cell's model or backend "required": true, or
+ * a gate.must_pass pattern matches it (it must pass, whatever the allowed
+ * statuses); *why names which. */
 static bool must_pass(const policy *p, const char *id, char *why, size_t cap)
 {
     char buf[GT_CELL_ID_MAX];
     const char *parts[4];
     split_id(id, buf, sizeof buf, parts);
+    const cJSON *r;
+    int i = 0;
+    cJSON_ArrayForEach(r, p->must)
+    {
+        if (cJSON_IsString(r) ? fnmatch(r->valuestring, id, 0) == 0
+                              : cJSON_IsObject(r) && glob_ok(r, "model", parts[0]) &&
+                                    glob_ok(r, "quant", parts[1]) &&
+                                    glob_ok(r, "backend", parts[2]) &&
+                                    glob_ok(r, "driver", parts[3]) && glob_ok(r, "cell", id)) {
+            snprintf(why, cap, "gate.must_pass[%d] matches it: it must pass", i);
+            return true;
+        }
+        i++;
+    }
     static const char *const AXES[] = {"models", "backends"};
     static const int PART[] = {0, 2};
     for (int a = 0; a < 2; a++) {

@@ -431,7 +431,7 @@ static int parse_allowed_skips(const gt_jv *v, const cJSON *node, const char *pa
 static int parse_gate(const gt_jv *v, const cJSON *node, const char *path, gt_mx_gate *g)
 {
     static const char *const KEYS[] = {"required", "optional", "allowed", "perf_regression_pct",
-                                       "description", "allowed_skips", NULL};
+                                       "description", "allowed_skips", "must_pass", NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     g->allowed = GT_ST_BIT(GT_ST_PASS) | GT_ST_BIT(GT_ST_XFAIL) | GT_ST_BIT(GT_ST_SKIP);
     g->perf_regression_pct = -1;
@@ -445,6 +445,11 @@ static int parse_gate(const gt_jv *v, const cJSON *node, const char *path, gt_mx
         rules(v, node, path, "required", NULL, &g->required, &g->n_required) ||
         rules(v, node, path, "optional", NULL, &g->optional, &g->n_optional) ||
         parse_allowed_skips(v, node, path))
+        return -1;
+    gt_mx_rule *must = NULL; /* checked here, judged by gate.c from the stored gate */
+    int n_must = 0, bad = rules(v, node, path, "must_pass", NULL, &must, &n_must);
+    free(must);
+    if (bad)
         return -1;
     const cJSON *allowed = NULL;
     if (gt_jv_arr(v, node, path, "allowed", false, true, &allowed) != 0)

@@ -13,7 +13,7 @@
  *   - a model marked "required" whose file cannot be had fails the gate,
  *     while the same skip without "required" passes where allowed;
  *   - cuda cells that skip as "no device" pass the default gate, and fail it
- *     when allowed_skips leaves "no device" out.
+ *     when allowed_skips leaves "no device" out or gate.must_pass names them.
  * The control runs (the same matrix without the fault) pass, so each FAIL
  * is the fault's doing. */
 #include <stdio.h>
@@ -179,6 +179,13 @@ START_TEST(no_device_skip_passes_only_where_allowed)
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
     expect_in_output("FAIL synth-tiny/f32/cuda/default: skip: no device: ");
     expect_in_output("not in allowed_skips: unsupported");
+    /* an allowed skip still fails a cell the gate says must pass */
+    m = matrix("cuda-must.json", "", "\"reference\", \"cuda\"", NULL,
+               ",\n \"gate\": {\"must_pass\": [{\"backend\": \"cuda\"}]}");
+    rc = qualify("", m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    expect_in_output("FAIL synth-tiny/f32/cuda/default: skip: no device: ");
+    expect_in_output("(gate.must_pass[0] matches it: it must pass)");
 }
 END_TEST
 
