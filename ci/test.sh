@@ -11,8 +11,18 @@ BUILD=${GT_BUILD_DIR:-build}
 models=$(GAUNTLET=$BUILD/gauntlet bash ci/fetch-models.sh) ||
   echo "ci/test.sh: some test models could not be had (above); the tests pinned to them will SKIP"
 echo "$models" | sed "s|^|ci/test.sh: model |"
-smol=$(echo "$models" | awk '$1 == "smollm2-135m" {print $2}')
-[ -n "$smol" ] && export GT_SMOLLM2="$smol"
+path_of() { echo "$models" | awk -v id="$1" '$1 == id {print $2}'; }
+smol=$(path_of smollm2-135m) && [ -n "$smol" ] && export GT_SMOLLM2="$smol"
+gemma=$(path_of gemma3-270m-q4_k_m) && [ -n "$gemma" ] && export GT_GEMMA3="$gemma"
+
+# The test oracle we did not write: gguf-py (dequantizes every GGUF type in
+# numpy), installed with pip --target into the cache, never system-wide.
+export GT_PYORACLE=${GT_PYORACLE:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/pyoracle}
+if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import gguf, numpy' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --target "$GT_PYORACLE" \
+      gguf==0.19.0 numpy==2.4.6 ||
+    echo "ci/test.sh: gguf-py unavailable; the cross-checks against it will report SKIP"
+fi
 cd "$BUILD"
 rc=0
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?

@@ -46,11 +46,11 @@ static void help(FILE *f)
                "  --quiet  only print errors and the summary\n");
 }
 
-/* Types this verb converts from and to. */
+/* Types this verb converts from and to: every weight type the runtime
+ * dequantizes (Q8_K is an activation format and I32 not a weight). */
 static bool convertible(gt_type t)
 {
-    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
-           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+    return gt_type_info(t) && t != GT_TYPE_I32 && t != GT_TYPE_Q8_K;
 }
 
 /* GGML's llama_ftype ids ("mostly TYPE"). */
@@ -61,6 +61,13 @@ static uint32_t file_type_of(gt_type t)
     case GT_TYPE_Q4_0: return 2;
     case GT_TYPE_Q4_1: return 3;
     case GT_TYPE_Q8_0: return 7;
+    case GT_TYPE_Q5_0: return 8;
+    case GT_TYPE_Q5_1: return 9;
+    case GT_TYPE_Q2_K: return 10;
+    case GT_TYPE_Q3_K: return 11; /* Q3_K_S: every matrix q3_k */
+    case GT_TYPE_Q4_K: return 14; /* Q4_K_S */
+    case GT_TYPE_Q5_K: return 16; /* Q5_K_S */
+    case GT_TYPE_Q6_K: return 18;
     case GT_TYPE_BF16: return 32;
     default: return 0; /* ALL_F32 */
     }

@@ -27,6 +27,7 @@
  * bf16 rounds to nearest even and forces NaNs quiet so that a NaN whose
  * payload lives only in the low bits does not round to inf. */
 #include "gt/quant.h"
+#include "quant_k.h"
 
 #include <assert.h>
 #include <math.h>
@@ -261,6 +262,14 @@ void gt_dequantize_row(gt_type type, const void *src, float *dst, int64_t n)
     case GT_TYPE_Q4_1:
         dequantize_q4_1(src, dst, n_blocks(type, n));
         return;
+    case GT_TYPE_Q5_0: gt_dequantize_q5_0(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q5_1: gt_dequantize_q5_1(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q2_K: gt_dequantize_q2_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q3_K: gt_dequantize_q3_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q4_K: gt_dequantize_q4_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q5_K: gt_dequantize_q5_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q6_K: gt_dequantize_q6_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q8_K: gt_dequantize_q8_K(src, dst, n_blocks(type, n)); return;
     default:
         /* No conversion for this type: callers check gt_type_info and the
          * supported list first. Zeros rather than garbage if one did not. */
@@ -297,6 +306,14 @@ void gt_quantize_row(gt_type type, const float *src, void *dst, int64_t n)
     case GT_TYPE_Q4_1:
         quantize_q4_1(src, dst, n_blocks(type, n));
         return;
+    case GT_TYPE_Q5_0: gt_quantize_q5_0(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q5_1: gt_quantize_q5_1(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q2_K: gt_quantize_q2_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q3_K: gt_quantize_q3_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q4_K: gt_quantize_q4_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q5_K: gt_quantize_q5_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q6_K: gt_quantize_q6_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_Q8_K: gt_quantize_q8_K(src, dst, n_blocks(type, n)); return;
     default:
         assert(!"gt_quantize_row: unsupported type");
         return;

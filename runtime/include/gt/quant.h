@@ -5,7 +5,17 @@
  *   Q8_0: 32 elements = f16 scale d, int8 q[32];             x = d*q
  *   Q4_0: 32 elements = f16 d, 16 bytes of nibbles;          x = d*(q-8)
  *   Q4_1: 32 elements = f16 d, f16 m, 16 bytes of nibbles;   x = d*q + m
- * Nibble order: byte j holds element j (low nibble) and j+16 (high nibble). */
+ * Nibble order: byte j holds element j (low nibble) and j+16 (high nibble).
+ *   Q5_0, Q5_1: Q4_0/Q4_1 with a fifth bit per element in qh (bit j of the
+ *         little-endian u32 for element j); x = d*(q-16), x = d*q + m.
+ * K-quants: 256-element super-blocks with f16 scales of quantized scales:
+ *   Q2_K: 16 sub-blocks of 16, 4-bit scale and min each; x = d*sc*q - dmin*m, q in 0..3
+ *   Q3_K: 16 sub-blocks of 16, 6-bit scales (offset 32); x = d*(sc-32)*q, q in -4..3
+ *   Q4_K: 8 sub-blocks of 32, 6-bit scale and min; x = d*sc*q - dmin*m, q in 0..15
+ *   Q5_K: Q4_K with a fifth bit per element in qh; q in 0..31
+ *   Q6_K: 16 sub-blocks of 16, int8 scales; x = d*sc*(q-32), q in 0..63
+ *   Q8_K: f32 d, int8 q, and the sums of each 16 q (activations only)
+ * Where each element's bits live is spelled out in quant_k.c. */
 #ifndef GT_QUANT_H
 #define GT_QUANT_H
 
@@ -18,7 +28,15 @@ typedef enum gt_type {
     GT_TYPE_F16 = 1,
     GT_TYPE_Q4_0 = 2,
     GT_TYPE_Q4_1 = 3,
+    GT_TYPE_Q5_0 = 6,
+    GT_TYPE_Q5_1 = 7,
     GT_TYPE_Q8_0 = 8,
+    GT_TYPE_Q2_K = 10,
+    GT_TYPE_Q3_K = 11,
+    GT_TYPE_Q4_K = 12,
+    GT_TYPE_Q5_K = 13,
+    GT_TYPE_Q6_K = 14,
+    GT_TYPE_Q8_K = 15,
     GT_TYPE_I32 = 26,
     GT_TYPE_BF16 = 30,
     GT_TYPE_COUNT = 40 /* upper bound on GGML ids we might see */
@@ -31,6 +49,49 @@ typedef enum gt_type {
 typedef struct { uint16_t d; int8_t qs[GT_QK8_0]; } gt_block_q8_0;
 typedef struct { uint16_t d; uint8_t qs[GT_QK4_0 / 2]; } gt_block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[GT_QK4_1 / 2]; } gt_block_q4_1;
+
+#define GT_QK5_0 32
+#define GT_QK5_1 32
+#define GT_QK_K 256
+
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[GT_QK5_0 / 2]; } gt_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[GT_QK5_1 / 2]; } gt_block_q5_1;
+typedef struct {
+    uint8_t scales[GT_QK_K / 16]; /* low nibble scale, high nibble min */
+    uint8_t qs[GT_QK_K / 4];
+    uint16_t d, dmin;
+} gt_block_q2_K;
+typedef struct {
+    uint8_t hmask[GT_QK_K / 8];
+    uint8_t qs[GT_QK_K / 4];
+    uint8_t scales[12]; /* 16 x 6 bits */
+    uint16_t d;
+} gt_block_q3_K;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12]; /* 8 scales and 8 mins, 6 bits each */
+    uint8_t qs[GT_QK_K / 2];
+} gt_block_q4_K;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[GT_QK_K / 8];
+    uint8_t qs[GT_QK_K / 2];
+} gt_block_q5_K;
+typedef struct {
+    uint8_t ql[GT_QK_K / 2];
+    uint8_t qh[GT_QK_K / 4];
+    int8_t scales[GT_QK_K / 16];
+    uint16_t d;
+} gt_block_q6_K;
+typedef struct {
+    float d;
+    int8_t qs[GT_QK_K];
+    int16_t bsums[GT_QK_K / 16];
+} gt_block_q8_K;
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+void gt_k_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m);
 
 typedef struct gt_type_traits {
     const char *name;   /* "f32", "q8_0", ... (lower case, as on the CLI) */
