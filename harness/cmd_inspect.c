@@ -12,8 +12,10 @@
  * and 64-bit integers beyond 2^53 (which a JSON number cannot hold exactly)
  * are given as decimal strings.
  *
- * Exit codes: 0 ok; 2 for bad usage and for a file that cannot be opened or
- * fails validation (both are input errors, not failed checks). */
+ * A tensor whose type this runtime does not know does not stop the listing
+ * (gt_gguf_open_lenient): it is shown as "type N" without its data, and the
+ * exit code is 1. Exit codes: 0 ok; 1 unknown tensor types; 2 for bad usage
+ * and for a file that cannot be opened or fails validation. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,9 @@ static void usage(FILE *f)
           "  --no-tensors  leave out the per-tensor table (totals are kept)\n"
           "  --help        show this help\n"
           "\n"
-          "Exit status: 0 ok, 2 bad usage or a file that cannot be read or validated.\n",
+          "Exit status: 0 ok, 1 a tensor has a type this runtime does not know (all\n"
+          "metadata and tensors are still listed, the unknown type by its number),\n"
+          "2 bad usage or a file that cannot be read or validated.\n",
           f);
 }
 
@@ -191,6 +195,8 @@ typedef struct totals {
     int64_t count[GT_TYPE_COUNT];
     uint64_t bytes[GT_TYPE_COUNT];
     uint64_t all_bytes;
+    int64_t unknown;     /* tensors of a type this runtime does not know */
+    int first_unknown;   /* the type id of the first of them */
 } totals;
 
 static void count_types(const gt_gguf *g, totals *tt)
@@ -198,10 +204,27 @@ static void count_types(const gt_gguf *g, totals *tt)
     memset(tt, 0, sizeof *tt);
     for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
-        tt->count[t->type]++; /* the reader only accepts known types */
+        if (!gt_type_info(t->type)) {
+            if (!tt->unknown++)
+                tt->first_unknown = (int)t->type;
+            continue;
+        }
+        tt->count[t->type]++;
         tt->bytes[t->type] += t->nbytes;
         tt->all_bytes += t->nbytes;
     }
+}
+
+/* The type's name, or "type N" for an id this runtime does not know. */
+static const char *type_label(int type)
+{
+    static char buf[8][24];
+    static int k;
+    if (gt_type_info(type))
+        return gt_type_name(type);
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "type %d", type);
+    return b;
 }
 
 static void print_text(const char *path, const gt_gguf *g, bool tensors)
@@ -249,8 +272,12 @@ static void print_text(const char *path, const gt_gguf *g, bool tensors)
             const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
             char shape[96];
             shape_str(t, shape, sizeof shape);
-            printf("  %-*s  %-5s  %-20s %12zu %12" PRIu64, nw, t->name, gt_type_name(t->type),
-                   shape, t->nbytes, t->offset);
+            if (gt_type_info(t->type))
+                printf("  %-*s  %-5s  %-20s %12zu %12" PRIu64, nw, t->name, type_label(t->type),
+                       shape, t->nbytes, t->offset);
+            else
+                printf("  %-*s  %-5s  %-20s %12s %12" PRIu64, nw, t->name, type_label(t->type),
+                       shape, "?", t->offset);
             if (ns > 1)
                 printf("  %5d", t->shard);
             putchar('\n');
@@ -267,9 +294,12 @@ static void print_text(const char *path, const gt_gguf *g, bool tensors)
         printf("  %-6s %6" PRId64 " tensors %14" PRIu64 " bytes  (%s)\n", gt_type_name(ty),
                tt.count[ty], tt.bytes[ty], h);
     }
+    if (tt.unknown)
+        printf("  %-6s %6" PRId64 " tensors %14s bytes  (a type this runtime does not know)\n",
+               "?", tt.unknown, "?");
     human(tt.all_bytes, h, sizeof h);
-    printf("  %-6s %6" PRId64 " tensors %14" PRIu64 " bytes  (%s)\n", "all",
-           gt_gguf_n_tensors(g), tt.all_bytes, h);
+    printf("  %-6s %6" PRId64 " tensors %14" PRIu64 " bytes  (%s%s)\n", "all",
+           gt_gguf_n_tensors(g), tt.all_bytes, h, tt.unknown ? " + the unknown ones" : "");
 }
 
 /* ---- JSON ---- */
@@ -398,7 +428,9 @@ static int print_json(const char *path, const gt_gguf *g, bool tensors)
             const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddItemToObject(o, "name", json_str(t->name, strlen(t->name)));
-            cJSON_AddStringToObject(o, "type", gt_type_name(t->type));
+            cJSON_AddStringToObject(o, "type", gt_type_info(t->type) ? gt_type_name(t->type)
+                                                                     : "unknown");
+            cJSON_AddNumberToObject(o, "type_id", (double)t->type);
             cJSON *shape = cJSON_AddArrayToObject(o, "shape");
             for (int d = 0; d < t->n_dims; d++)
                 cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->ne[d]));
@@ -422,6 +454,7 @@ static int print_json(const char *path, const gt_gguf *g, bool tensors)
         cJSON_AddItemToArray(tot, o);
     }
     cJSON_AddNumberToObject(root, "total_bytes", (double)tt.all_bytes);
+    cJSON_AddNumberToObject(root, "unknown_type_tensors", (double)tt.unknown);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text)
@@ -461,7 +494,9 @@ int cmd_inspect(int argc, char **argv)
     }
     gt_gguf *g;
     gt_err err;
-    if (gt_gguf_open(path, &g, &err) != 0) {
+    /* Lenient: a file with a tensor type we do not know is still listed in
+     * full (that is when someone most needs to see it), then exits 1. */
+    if (gt_gguf_open_lenient(path, &g, &err) != 0) {
         fprintf(stderr, "gauntlet inspect: %s\n", err.msg);
         return GT_EXIT_USAGE;
     }
@@ -474,7 +509,15 @@ int cmd_inspect(int argc, char **argv)
     } else {
         print_text(path, g, tensors);
     }
+    totals tt;
+    count_types(g, &tt);
     gt_gguf_close(g);
+    if (tt.unknown) {
+        fprintf(stderr, "gauntlet inspect: %s: %" PRId64 " tensor(s) have a type this runtime does"
+                        " not know (the first: type %d); listed above without their data\n",
+                path, tt.unknown, tt.first_unknown);
+        rc = rc == GT_EXIT_OK ? GT_EXIT_FAIL : rc;
+    }
     if (fflush(stdout) != 0) {
         perror("gauntlet inspect: writing output");
         rc = GT_EXIT_USAGE;

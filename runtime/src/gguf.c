@@ -209,6 +209,7 @@ typedef struct shard {
     gt_gguf_tensor *t;
     uint64_t *t_info;           /* where each tensor's info starts */
     int64_t n_t, cap_t, cap_info;
+    bool lenient;               /* unknown tensor types listed, not fatal */
 } shard;
 
 struct gt_gguf {
@@ -218,6 +219,7 @@ struct gt_gguf {
     gt_gguf_tensor *tensors;
     int64_t n_tensors;
     strmap names;
+    bool lenient;
 };
 
 /* ---- the cursor ---- */
@@ -576,6 +578,17 @@ static int parse_tensor_info(parser *P, uint64_t i, gt_gguf_tensor *t)
     if (rd_u32(P, &type, "tensor type"))
         return -1;
     const gt_type_traits *ti = gt_type_info((int)type);
+    if (!ti && P->s->lenient && type < 1000000) {
+        /* Size unknown: listed with no data, so the bounds checks below
+         * and in parse_shard hold trivially. */
+        t->type = (gt_type)type;
+        t->n_elements = n_el;
+        t->nbytes = 0;
+        at = P->pos;
+        if (rd_u64(P, &t->offset, "tensor data offset"))
+            return -1;
+        return 0;
+    }
     if (!ti)
         return fail(P, at, "unknown tensor type %" PRIu32, type);
     if (t->ne[0] % ti->block_size != 0)
@@ -668,7 +681,7 @@ static int parse_shard(arena *a, shard *s, gt_err *err)
                         "data (%zu bytes at data-section offset %" PRIu64 ", the data section "
                         "starting at file offset %" PRIu64 ") runs past end of file (size %"
                         PRIu64 "); tensor info", t->nbytes, t->offset, s->data_off, P.size);
-        t->data = s->map + s->data_off + t->offset;
+        t->data = gt_type_info(t->type) ? s->map + s->data_off + t->offset : NULL;
     }
     return 0;
 }
@@ -685,8 +698,9 @@ static void shard_free(shard *s)
     memset(s, 0, sizeof *s);
 }
 
-static int load_shard(arena *a, const char *path, shard *s, gt_err *err)
+static int load_shard(arena *a, const char *path, shard *s, bool lenient, gt_err *err)
 {
+    s->lenient = lenient;
     s->path = strdup(path);
     if (!s->path)
         return gt_err_set(err, "%s: out of memory", path);
@@ -802,7 +816,7 @@ static int load_split(gt_gguf *g, shard *first, int64_t count, int64_t no, gt_er
             free(name);
             return -1;
         }
-        int r = load_shard(&g->a, name, &g->shards[i], err);
+        int r = load_shard(&g->a, name, &g->shards[i], g->lenient, err);
         free(name);
         if (r)
             return -1;
@@ -858,7 +872,7 @@ done:
     return rc;
 }
 
-int gt_gguf_open(const char *path, gt_gguf **out, gt_err *err)
+static int open_gguf(const char *path, bool lenient, gt_gguf **out, gt_err *err)
 {
     if (!out || !path)
         return gt_err_set(err, "gt_gguf_open: NULL argument");
@@ -869,7 +883,8 @@ int gt_gguf_open(const char *path, gt_gguf **out, gt_err *err)
     uint64_t off;
     if (!g)
         return gt_err_set(err, "%s: out of memory", path);
-    if (load_shard(&g->a, path, &first, err) || split_info(&first, &count, &no, err))
+    g->lenient = lenient;
+    if (load_shard(&g->a, path, &first, lenient, err) || split_info(&first, &count, &no, err))
         goto fail;
     if (count == 1) {
         g->shards = malloc(sizeof *g->shards);
@@ -904,6 +919,16 @@ fail:
     shard_free(&first);
     gt_gguf_close(g);
     return -1;
+}
+
+int gt_gguf_open(const char *path, gt_gguf **out, gt_err *err)
+{
+    return open_gguf(path, false, out, err);
+}
+
+int gt_gguf_open_lenient(const char *path, gt_gguf **out, gt_err *err)
+{
+    return open_gguf(path, true, out, err);
 }
 
 void gt_gguf_close(gt_gguf *g)

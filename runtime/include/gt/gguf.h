@@ -49,6 +49,12 @@ typedef struct gt_gguf_tensor {
 typedef struct gt_gguf gt_gguf;
 
 int gt_gguf_open(const char *path, gt_gguf **out, gt_err *err);
+/* Like gt_gguf_open, but a tensor whose type this runtime does not know
+ * does not fail the open: it is listed with its type id as stored
+ * (gt_type_info(type) == NULL), nbytes 0 and data NULL, and its data is
+ * not checked. For tools that show a file (inspect); a model never loads
+ * from such a handle. */
+int gt_gguf_open_lenient(const char *path, gt_gguf **out, gt_err *err);
 void gt_gguf_close(gt_gguf *g);
 
 uint32_t gt_gguf_version(const gt_gguf *g);
