@@ -2,6 +2,8 @@
  * are added, from the smallest up, so a 1e-6 tail is not lost in rounding. */
 #include "refdist.h"
 
+#include "metrics.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +52,9 @@ int gt_refdist_summarize(const float *x, int n, int32_t correct, double tail_eps
     for (int i = 0; i < n; i++)
         srt[i] = (gt_refdist_entry){i, x[i]};
     qsort(srt, (size_t)n, sizeof *srt, by_logit_desc);
-    double top = srt[0].logit, sum = 0;
-    for (int i = n - 1; i >= 0; i--)
-        sum += exp((double)srt[i].logit - top);
-    double lse = top + log(sum);
+    /* The same logsumexp the cell's log-probabilities get: the reference
+     * scored against its own logits must give exactly 0. */
+    double lse = gt_log_softmax(x, n, NULL);
     /* Keep tokens while the mass left out would exceed tail_eps; the kept
      * mass is summed from the top, which is fine for deciding where to cut
      * (the exact tail is summed afterwards, from the bottom). */
