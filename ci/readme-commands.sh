@@ -19,14 +19,16 @@
 # table and the README cannot drift apart silently.
 #
 # Placeholders are filled the same way everywhere: MODEL, MODEL.gguf and
-# IN.gguf are ../shared/models/stories260K.gguf, OUT.gguf is out.gguf, URL
+# IN.gguf are ../shared/models/stories260K.gguf (without ../shared, or with
+# GT_TEST_NO_SHARED=1, a synthetic stand-in of its shape written there by
+# `gauntlet synth --preset stories260k`), OUT.gguf is out.gguf, URL
 # and H a copy of that model served by a python3 http.server this script
 # starts on 127.0.0.1 and its sha256, $CI_RUN a run id. "[--opt X]" runs
 # once without and once with the options; "a|b" runs once with each.
 #
 # Commands run in a scratch folder laid out like a checkout (the source's
 # top-level entries linked, build/ -> the build, ../shared -> the shared
-# folder), with gauntlet on PATH and XDG_CACHE_HOME inside it, so nothing
+# folder or the stand-in's folder), with gauntlet on PATH and XDG_CACHE_HOME inside it, so nothing
 # lands in the source tree or the user's cache.
 #
 # usage: ci/readme-commands.sh [BUILD_DIR]   (default build)
@@ -117,7 +119,20 @@ for e in "$SRC"/*; do
   ln -s "$e" "$W/$n"
 done
 ln -s "$BUILD" "$W/build"
-[ -n "$SHARED" ] && ln -s "$SHARED" "$T/shared"
+[ "${GT_TEST_NO_SHARED:-0}" = 1 ] && SHARED="" # as in a fresh clone (tests/testutil.h)
+if [ -n "$SHARED" ] && [ -f "$SHARED/models/stories260K.gguf" ]; then
+  ln -s "$SHARED" "$T/shared"
+else
+  # A fresh clone has no ../shared: the scratch checkout's ../shared gets a
+  # synthetic stand-in of stories260K's shape under its name (the tests'
+  # gt_test_llama does the same), so the README's commands run anyway.
+  mkdir -p "$T/shared/models"
+  if ! "$BUILD/gauntlet" synth "$T/shared/models/stories260K.gguf" --preset stories260k --seed 260 \
+      >"$T/synth.log" 2>&1; then
+    echo "ci/readme-commands.sh: gauntlet synth failed:"; cat "$T/synth.log"; exit 2
+  fi
+  echo "ci/readme-commands.sh: no ../shared/models/stories260K.gguf: MODEL is a synthetic stand-in (gauntlet synth --preset stories260k --seed 260)"
+fi
 export PATH="$BUILD:$PATH" XDG_CACHE_HOME=$W/cache CI_RUN=readme-$$
 mkdir -p "$XDG_CACHE_HOME"
 MODEL=../shared/models/stories260K.gguf
@@ -128,7 +143,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$W" || exit 2
-[ -f "$MODEL" ] || { echo "ci/readme-commands.sh: SKIP: no $MODEL (../shared/models)"; exit 77; }
+[ -f "$MODEL" ] || { echo "ci/readme-commands.sh: no $MODEL in the scratch checkout"; exit 2; }
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
