@@ -7,8 +7,9 @@
  * no --cache-dir, into $XDG_CACHE_HOME/gauntlet/models), a second run uses
  * the cached copy without asking the server; a wrong sha256 in the matrix,
  * a 404 and GT_NO_FETCH=1 each leave the cell "skip: artifact missing"
- * with the reason (both hashes for the wrong one), the gate still decides
- * and nothing unverified stays in the cache. */
+ * with the reason (both hashes for the wrong one), the default gate fails
+ * on that skip (a matrix that never ran is not evidence; exit 1) and
+ * nothing unverified stays in the cache. */
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -124,13 +125,25 @@ static char *cell_text(const char *db, const char *col)
     return out;
 }
 
-/* `gauntlet qualify MATRIX --db DB OPTS` (OPTS may start with env
- * assignments, before the binary); it must exit 0: the gate allows skip. */
+/* `gauntlet qualify MATRIX --db DB OPTS` (ENV: assignments put before the
+ * binary); it must exit 0 (gate PASS). */
 static void qualify(const char *env, const char *m, const char *db, const char *opts)
 {
     int rc = gt_test_run_in(g_dir, g_out, sizeof g_out, "%s " BIN " qualify '%s' --db %s %s"
                             " --no-progress", env, m, db, opts);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+}
+
+/* The same, for a run whose one cell is skipped "artifact missing": the
+ * default gate allows only "no device" and "unsupported" skips, so it must
+ * say FAIL and exit 1, with the cell still recorded. */
+static void qualify_missing(const char *env, const char *m, const char *db, const char *opts)
+{
+    int rc = gt_test_run_in(g_dir, g_out, sizeof g_out, "%s " BIN " qualify '%s' --db %s %s"
+                            " --no-progress", env, m, db, opts);
+    ck_assert_msg(rc == 1, "exit %d (want 1, gate FAIL):\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "gate: FAIL") != NULL, "%s", g_out);
+    ck_assert_msg(strstr(g_out, "not in allowed_skips") != NULL, "%s", g_out);
 }
 
 static bool exists_in(const char *rel)
@@ -172,7 +185,7 @@ START_TEST(wrong_sha256_skips_naming_both)
 {
     const char *wrong = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     const char *m = matrix("m.json", "ok", "tiny.gguf", wrong);
-    qualify("", m, "w.sqlite", "--cache-dir c1"); /* skip is allowed by the default gate */
+    qualify_missing("", m, "w.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("w.sqlite", "status"), "skip");
     const char *why = cell_text("w.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing") != NULL, "%s", why);
@@ -187,14 +200,14 @@ END_TEST
 START_TEST(not_found_and_no_fetch_skip)
 {
     const char *m = matrix("m.json", "gone", "tiny.gguf", g_sha);
-    qualify("", m, "n.sqlite", "--cache-dir c1");
+    qualify_missing("", m, "n.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("n.sqlite", "status"), "skip");
     const char *why = cell_text("n.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing") && strstr(why, "404"), "%s", why);
 
     /* GT_NO_FETCH=1: the server is not asked; the reason says where it looked. */
     m = matrix("m2.json", "ok", "tiny.gguf", g_sha);
-    qualify("GT_NO_FETCH=1", m, "o.sqlite", "--cache-dir c1");
+    qualify_missing("GT_NO_FETCH=1", m, "o.sqlite", "--cache-dir c1");
     ck_assert_str_eq(cell_text("o.sqlite", "status"), "skip");
     why = cell_text("o.sqlite", "reason");
     ck_assert_msg(strstr(why, "artifact missing: model tiny not found") != NULL, "%s", why);

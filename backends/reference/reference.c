@@ -219,9 +219,10 @@ static bool ref_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
     (void)b;
     (void)why;
     (void)why_len;
+    /* Weights of every type the runtime dequantizes (gt_dequantize_row is
+     * the definition of the format, so the oracle uses nothing else). */
     if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS)
-        return type == GT_TYPE_F32 || type == GT_TYPE_F16 || type == GT_TYPE_BF16 ||
-               type == GT_TYPE_Q8_0 || type == GT_TYPE_Q4_0 || type == GT_TYPE_Q4_1;
+        return gt_type_info(type) && type != GT_TYPE_I32;
     return op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32;
 }
 
