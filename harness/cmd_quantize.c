@@ -1,19 +1,14 @@
-/* cmd_quantize.c: `gauntlet quantize IN OUT TYPE`: make a model's quant
+/* cmd_quantize.c: `gauntlet quantize IN OUT SCHEME`: make a model's quant
  * variant from a source artifact, as llama-quantize does without an
  * importance matrix, so that our variants and llama.cpp's agree tensor by
- * tensor (tests compare against files llama.cpp wrote).
+ * tensor (tests compare against files llama.cpp wrote and against the
+ * Gemma 3 Q4_K_M release).
  *
- * Per-tensor types follow llama-quantize (and ../shared/models/
- * llamacpp-quants/README.md): weight matrices (2+ dimensions) get TYPE,
- * token_embd.weight included; norm weights and 1-D tensors become f32 (what
- * the runtime computes norms in); a matrix whose row length is not a
- * multiple of TYPE's block becomes f16, llama.cpp's fallback; for q4_0/q4_1
- * the output projection (output.weight, or token_embd.weight when tied) is
- * promoted to q8_0 (llama.cpp asks for Q6_K and falls back to Q8_0 when
- * rows are not a multiple of 256; we have no Q6_K). --pure turns the
- * promotion off. A tensor whose type we cannot dequantize (a k-quant, an
- * integer tensor) is copied byte for byte. Every tensor that does not get
- * TYPE is listed on stderr with the reason, then a summary.
+ * Which type each tensor gets is quant_scheme.c's job (plain types and the
+ * K-quant mixes, with llama-quantize's promotions and fallbacks). A tensor
+ * whose type we cannot dequantize (an integer tensor) is copied byte for
+ * byte. Every tensor that does not get the scheme's base type is listed on
+ * stderr with the reason, then a summary.
  *
  * Conversion goes through f32 one row at a time (dequantize, then the
  * reference quantizer), so the result is bit-identical to quantizing the f32
@@ -32,84 +27,65 @@
 #include "commands.h"
 #include "gt/gguf.h"
 #include "gt/quant.h"
+#include "quant_scheme.h"
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet quantize [--pure] [--quiet] IN OUT TYPE\n"
-               "  converts IN's weight matrices to TYPE (f32, f16, bf16, q8_0, q4_0, q4_1)\n"
-               "  and writes OUT (one file, even when IN is split), with llama-quantize's\n"
-               "  rules: norms and 1-D tensors become f32, matrices whose rows are not a\n"
-               "  multiple of TYPE's block f16, the output projection q8_0 when TYPE is\n"
-               "  q4_0/q4_1; types with no converter are copied. Tensors that do not get\n"
-               "  TYPE are listed on stderr with the reason.\n"
-               "  --pure   give the output projection TYPE too\n"
-               "  --quiet  only print errors and the summary\n");
+    fprintf(f, "usage: gauntlet quantize [--pure] [--quiet] IN OUT SCHEME\n"
+               "  converts IN's weight matrices and writes OUT (one file, even when IN is\n"
+               "  split). SCHEME is a type or one of llama-quantize's K-quant mixes:\n"
+               "    %s\n"
+               "  (q3_k, q4_k, q5_k mean their _m mixes). The rules are llama-quantize's:\n"
+               "  norms and 1-D tensors become f32; the output projection q6_k (q8_0 when\n"
+               "  its rows are not whole blocks); the mixes promote attn_v, ffn_down and\n"
+               "  attn_output in some layers; a row that is not whole blocks of its type\n"
+               "  falls back (q2_k/q3_k -> iq4_nl, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0,\n"
+               "  else f16). Tensors that do not get the base type are listed on stderr.\n"
+               "  --pure   no promotions: every matrix gets the base type (f16 where its\n"
+               "           rows are not whole blocks)\n"
+               "  --quiet  only print errors and the summary\n",
+            gt_quant_scheme_names());
 }
 
-/* Types this verb converts from and to: every weight type the runtime
- * dequantizes (Q8_K is an activation format and I32 not a weight). */
+/* Types this verb converts from: every weight type the runtime dequantizes
+ * (Q8_K is an activation format and I32 not a weight). */
 static bool convertible(gt_type t)
 {
     return gt_type_info(t) && t != GT_TYPE_I32 && t != GT_TYPE_Q8_K;
 }
 
-/* GGML's llama_ftype ids ("mostly TYPE"). */
-static uint32_t file_type_of(gt_type t)
+/* The model facts the mix rules use (quant_scheme.h). */
+static void scheme_state(const gt_gguf *g, gt_quant_state *st)
 {
-    switch (t) {
-    case GT_TYPE_F16: return 1;
-    case GT_TYPE_Q4_0: return 2;
-    case GT_TYPE_Q4_1: return 3;
-    case GT_TYPE_Q8_0: return 7;
-    case GT_TYPE_Q5_0: return 8;
-    case GT_TYPE_Q5_1: return 9;
-    case GT_TYPE_Q2_K: return 10;
-    case GT_TYPE_Q3_K: return 11; /* Q3_K_S: every matrix q3_k */
-    case GT_TYPE_Q4_K: return 14; /* Q4_K_S */
-    case GT_TYPE_Q5_K: return 16; /* Q5_K_S */
-    case GT_TYPE_Q6_K: return 18;
-    case GT_TYPE_BF16: return 32;
-    default: return 0; /* ALL_F32 */
+    memset(st, 0, sizeof *st);
+    const char *arch = gt_gguf_get_str(g, "general.architecture");
+    char key[160];
+    snprintf(key, sizeof key, "%s.block_count", arch ? arch : "llama");
+    st->n_layer = (int)gt_gguf_get_int(g, key, 0);
+    snprintf(key, sizeof key, "%s.attention.head_count", arch ? arch : "llama");
+    const int64_t n_head = gt_gguf_get_int(g, key, 1);
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch ? arch : "llama");
+    const int64_t n_kv = gt_gguf_get_int(g, key, n_head);
+    st->n_gqa = n_kv > 0 ? (int)(n_head / n_kv) : 1;
+    for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
+        const char *name = gt_gguf_tensor_at(g, i)->name;
+        if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight"))
+            st->n_attn_v++;
+        if (strcmp(name, "output.weight") == 0)
+            st->has_output = true;
     }
 }
 
-static bool ends_with(const char *s, const char *suffix)
+/* What happens to one tensor: its output type, and why when it is not the
+ * scheme's base type (NULL when it is). */
+static gt_type plan_tensor(const gt_gguf_tensor *t, const gt_quant_scheme *s,
+                           gt_quant_state *st, bool pure, const char **why)
 {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* What happens to one tensor: its output type, and why when it is not TYPE
- * (NULL when it is). is_output: this is the output projection (output.weight,
- * or token_embd.weight when the embeddings are tied). */
-static gt_type plan_tensor(const gt_gguf_tensor *t, gt_type want, bool is_output, bool pure,
-                           const char **why)
-{
-    *why = NULL;
     if (!convertible(t->type)) {
         *why = "no converter for its type, copied";
         return t->type;
     }
-    if (ends_with(t->name, "_norm.weight")) {
-        *why = "norm weight";
-        return GT_TYPE_F32;
-    }
-    if (t->n_dims < 2 || t->n_elements == t->ne[0]) {
-        *why = "1-D";
-        return GT_TYPE_F32;
-    }
-    const gt_type_traits *tt = gt_type_info(want);
-    if (t->ne[0] % tt->block_size != 0) {
-        *why = "row length is not a multiple of the block size (f16, as llama.cpp)";
-        return GT_TYPE_F16;
-    }
-    if (is_output && !pure && (want == GT_TYPE_Q4_0 || want == GT_TYPE_Q4_1)) {
-        /* llama.cpp asks for Q6_K here and takes Q8_0 when rows are not a
-         * multiple of 256; we have no Q6_K, so always Q8_0. */
-        *why = "output projection, kept at q8_0 as llama.cpp does (--pure: no)";
-        return GT_TYPE_Q8_0;
-    }
-    return want;
+    return gt_quant_tensor_type(s, st, t->name, t->n_dims, t->ne[0], t->n_elements, pure, why);
 }
 
 typedef struct job {
@@ -173,17 +149,18 @@ int cmd_quantize(int argc, char **argv)
         }
     }
     if (argc - optind != 3) {
-        fprintf(stderr, "gauntlet quantize: expected IN OUT TYPE\n");
+        fprintf(stderr, "gauntlet quantize: expected IN OUT SCHEME\n");
         help(stderr);
         return GT_EXIT_USAGE;
     }
     const char *in = argv[optind], *outp = argv[optind + 1], *tname = argv[optind + 2];
-    gt_type want;
-    if (gt_type_from_name(tname, &want) != 0 || !convertible(want)) {
-        fprintf(stderr, "gauntlet quantize: TYPE must be one of f32, f16, bf16, q8_0, q4_0, "
-                        "q4_1, got '%s'\n", tname);
+    const gt_quant_scheme *scheme = gt_quant_scheme_find(tname);
+    if (!scheme) {
+        fprintf(stderr, "gauntlet quantize: SCHEME must be one of %s; got '%s'\n",
+                gt_quant_scheme_names(), tname);
         return GT_EXIT_USAGE;
     }
+    const gt_type want = scheme->base;
 
     gt_err err = {{0}};
     gt_gguf *g = NULL;
@@ -206,9 +183,10 @@ int cmd_quantize(int argc, char **argv)
     /* As llama-quantize: both keys, whatever TYPE, in this order, so new keys
      * land where its files have them. */
     gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    gt_gguf_writer_set_u32(w, "general.file_type", file_type_of(want));
+    gt_gguf_writer_set_u32(w, "general.file_type", scheme->file_type);
 
-    const bool tied = gt_gguf_find_tensor(g, "output.weight") == NULL;
+    gt_quant_state st;
+    scheme_state(g, &st);
     const bool tty = !quiet && isatty(STDERR_FILENO);
     const double t0 = gt_now();
     uint64_t before = 0, after = 0;
@@ -216,9 +194,7 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < n_t; i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
         const char *why;
-        const bool is_output = strcmp(t->name, "output.weight") == 0 ||
-                               (tied && strcmp(t->name, "token_embd.weight") == 0);
-        gt_type to = plan_tensor(t, want, is_output, pure, &why);
+        gt_type to = plan_tensor(t, scheme, &st, pure, &why);
         progress(tty, i, n_t, t->name);
         const void *data;
         size_t nbytes;
@@ -248,10 +224,10 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     }
     fprintf(stderr,
-            "quantize: %lld tensors converted to %s, %lld already %s, %lld kept as listed; "
+            "quantize %s: %lld tensors converted to %s, %lld already %s, %lld as listed; "
             "tensor data %.2f MiB -> %.2f MiB (%.1f s)\n",
-            (long long)n_conv, gt_type_name(want), (long long)n_same, gt_type_name(want),
-            (long long)n_kept, before / 1048576.0, after / 1048576.0, gt_now() - t0);
+            scheme->name, (long long)n_conv, gt_type_name(want), (long long)n_same,
+            gt_type_name(want), (long long)n_kept, before / 1048576.0, after / 1048576.0, gt_now() - t0);
     rc = GT_EXIT_OK;
 done:
     gt_gguf_writer_free(w);

@@ -21,6 +21,7 @@
 #include "jsonv.h"
 #include "fetch_pypi.h"
 #include "matrix_parse.h"
+#include "quant_scheme.h"
 #include "sha256.h"
 #include "../suites/suite.h"
 #include "tolerance.h"
@@ -84,13 +85,10 @@ static int strings(const gt_jv *v, const cJSON *arr, const char *path, bool none
 
 bool gt_matrix_quant_ok(const char *name, gt_type *type)
 {
-    gt_type t;
-    if (gt_type_from_name(name, &t) != 0)
-        return false;
-    if (type)
-        *type = t;
-    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
-           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+    const gt_quant_scheme *s = gt_quant_scheme_find(name);
+    if (s && type)
+        *type = s->base;
+    return s != NULL;
 }
 
 static bool quant_name_ok(const char *s) { return gt_matrix_quant_ok(s, NULL); }
@@ -176,7 +174,7 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
         const char **list = NULL;
         int n;
         if (strings(v, q, gt_jv_key(p, path, "quants"), true, quant_name_ok,
-                    "a quant type (f32, f16, bf16, q8_0, q4_0, q4_1)", &list, &n) != 0)
+                    "a quant scheme (gauntlet quantize --help)", &list, &n) != 0)
             return -1;
         free(list);
         md->quants = q;
@@ -655,7 +653,7 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
 
     if (gt_jv_arr(v, d, "", "quants", true, true, &arr) != 0 ||
         strings(v, arr, "quants", true, quant_name_ok,
-                "a quant type (f32, f16, bf16, q8_0, q4_0, q4_1)", &m->quants, &m->n_quants))
+                "a quant scheme (gauntlet quantize --help)", &m->quants, &m->n_quants))
         return -1;
 
     if (gt_jv_arr(v, d, "", "backends", true, true, &arr) != 0)

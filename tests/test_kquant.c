@@ -1,4 +1,4 @@
-/* test_kquant.c: Q5_0, Q5_1 and the K-quants (runtime/src/quant_k.c).
+/* test_kquant.c: Q5_0, Q5_1, the K-quants and IQ4_NL (runtime/src/quant_k.c).
  *
  * 1. Dequantization bit for bit against gguf-py (the `gguf` package on
  *    PyPI, an implementation we did not write), on blocks from our own
@@ -31,6 +31,7 @@ static const kcase CASES[] = {
     {GT_TYPE_Q2_K, "Q2_K", 0.12},   {GT_TYPE_Q3_K, "Q3_K", 0.04},
     {GT_TYPE_Q4_K, "Q4_K", 9.0e-3}, {GT_TYPE_Q5_K, "Q5_K", 2.4e-3},
     {GT_TYPE_Q6_K, "Q6_K", 6.0e-4}, {GT_TYPE_Q8_K, NULL, 1.0e-4},
+    {GT_TYPE_IQ4_NL, "IQ4_NL", 9.0e-3},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 #define ROW 1024
@@ -70,6 +71,7 @@ static void random_blocks(gt_type t, uint8_t *dst, size_t nb)
     case GT_TYPE_Q4_K:
     case GT_TYPE_Q5_K: off[0] = 0, off[1] = 2; break;
     case GT_TYPE_Q6_K: off[0] = 208; break;
+    case GT_TYPE_IQ4_NL: off[0] = 0; break;
     default: return;
     }
     for (size_t b = 0; b < nb; b++)
@@ -201,6 +203,7 @@ START_TEST(type_table)
         {GT_TYPE_Q2_K, "q2_k", 256, 84}, {GT_TYPE_Q3_K, "q3_k", 256, 110},
         {GT_TYPE_Q4_K, "q4_k", 256, 144}, {GT_TYPE_Q5_K, "q5_k", 256, 176},
         {GT_TYPE_Q6_K, "q6_k", 256, 210}, {GT_TYPE_Q8_K, "q8_k", 256, 292},
+        {GT_TYPE_IQ4_NL, "iq4_nl", 32, 18},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         const gt_type_traits *ti = gt_type_info(T[i].t);

@@ -22,6 +22,7 @@
 #include "../harness/fetch_pypi.c"
 #include "../harness/jsonv.c"
 #include "../harness/matrix.c"
+#include "../harness/quant_scheme.c"
 #include "../harness/matrix_expand.c"
 #include "../harness/matrix_http.c"
 #include "../harness/sha256.c"
@@ -362,9 +363,9 @@ static const bad_case BAD[] = {
     {"missing backends", "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], " TIERS "}",
      "backends", "required key is missing"},
     {"unknown quant",
-     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\", \"q5_k\"], \"backends\": [\"cpu\"], " TIERS
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\", \"q7_k\"], \"backends\": [\"cpu\"], " TIERS
      "}",
-     "quants[1]", "quant type"},
+     "quants[1]", "quant scheme"},
     {"unknown backend",
      "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"cpu\", \"vulkan\"], " TIERS
      "}",

@@ -270,6 +270,7 @@ void gt_dequantize_row(gt_type type, const void *src, float *dst, int64_t n)
     case GT_TYPE_Q5_K: gt_dequantize_q5_K(src, dst, n_blocks(type, n)); return;
     case GT_TYPE_Q6_K: gt_dequantize_q6_K(src, dst, n_blocks(type, n)); return;
     case GT_TYPE_Q8_K: gt_dequantize_q8_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_IQ4_NL: gt_dequantize_iq4_nl(src, dst, n_blocks(type, n)); return;
     default:
         /* No conversion for this type: callers check gt_type_info and the
          * supported list first. Zeros rather than garbage if one did not. */
@@ -314,6 +315,7 @@ void gt_quantize_row(gt_type type, const float *src, void *dst, int64_t n)
     case GT_TYPE_Q5_K: gt_quantize_q5_K(src, dst, n_blocks(type, n)); return;
     case GT_TYPE_Q6_K: gt_quantize_q6_K(src, dst, n_blocks(type, n)); return;
     case GT_TYPE_Q8_K: gt_quantize_q8_K(src, dst, n_blocks(type, n)); return;
+    case GT_TYPE_IQ4_NL: gt_quantize_iq4_nl(src, dst, n_blocks(type, n)); return;
     default:
         assert(!"gt_quantize_row: unsupported type");
         return;

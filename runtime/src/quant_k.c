@@ -511,3 +511,73 @@ void gt_quantize_q8_K(const float *x, gt_block_q8_K *y, int64_t nb)
         }
     }
 }
+
+/* ---- IQ4_NL ------------------------------------------------------------- */
+
+/* GGML's published IQ4_NL levels (the format's definition, not code). */
+const int8_t gt_iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+void gt_dequantize_iq4_nl(const gt_block_iq4_nl *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += GT_QK4_NL) {
+        const float d = gt_f16_to_f32(x[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)gt_iq4nl_levels[x[i].qs[j] & 0x0f];
+            y[j + 16] = d * (float)gt_iq4nl_levels[x[i].qs[j] >> 4];
+        }
+    }
+}
+
+/* Index of the level nearest to v (levels ascending). */
+static int iq4nl_nearest(float v)
+{
+    int best = 0;
+    float err = fabsf(v - (float)gt_iq4nl_levels[0]);
+    for (int k = 1; k < 16; k++) {
+        const float e = fabsf(v - (float)gt_iq4nl_levels[k]);
+        if (e < err) {
+            err = e;
+            best = k;
+        }
+    }
+    return best;
+}
+
+/* For each block, candidate scales around max/-127 (the element of largest
+ * magnitude on the outermost level), each assignment refit by least
+ * squares; the f16-rounded scale with the smallest error is kept. */
+void gt_quantize_iq4_nl(const float *x, gt_block_iq4_nl *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += GT_QK4_NL) {
+        const float max = max_signed(x, GT_QK4_NL);
+        memset(y[i].qs, 0, sizeof y[i].qs);
+        y[i].d = 0;
+        if (max == 0 || !(max == max))
+            continue;
+        float best = INFINITY;
+        for (int k = -8; k <= 8; k++) {
+            const float id = -(127.0f + 2.0f * (float)k) / max;
+            int q[GT_QK4_NL];
+            double sxv = 0, svv = 0;
+            for (int j = 0; j < GT_QK4_NL; j++) {
+                q[j] = iq4nl_nearest(x[j] * id);
+                const double v = gt_iq4nl_levels[q[j]];
+                sxv += x[j] * v, svv += v * v;
+            }
+            const uint16_t dh = gt_f32_to_f16((float)(sxv / svv));
+            const float d = gt_f16_to_f32(dh);
+            float err = 0;
+            for (int j = 0; j < GT_QK4_NL; j++) {
+                const float e = d * (float)gt_iq4nl_levels[q[j]] - x[j];
+                err += e * e;
+            }
+            if (err < best) {
+                best = err;
+                y[i].d = dh;
+                for (int j = 0; j < 16; j++)
+                    y[i].qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+            }
+        }
+    }
+}

@@ -20,6 +20,7 @@ static const gt_type_traits TYPES[GT_TYPE_COUNT] = {
     [GT_TYPE_Q5_K] = {"q5_k", GT_QK_K, sizeof(gt_block_q5_K), true},
     [GT_TYPE_Q6_K] = {"q6_k", GT_QK_K, sizeof(gt_block_q6_K), true},
     [GT_TYPE_Q8_K] = {"q8_k", GT_QK_K, sizeof(gt_block_q8_K), true},
+    [GT_TYPE_IQ4_NL] = {"iq4_nl", GT_QK4_NL, sizeof(gt_block_iq4_nl), true},
 };
 
 _Static_assert(sizeof(gt_block_q8_0) == 34, "Q8_0 block is 34 bytes in GGML");
@@ -33,6 +34,7 @@ _Static_assert(sizeof(gt_block_q4_K) == 144, "Q4_K block is 144 bytes in GGML");
 _Static_assert(sizeof(gt_block_q5_K) == 176, "Q5_K block is 176 bytes in GGML");
 _Static_assert(sizeof(gt_block_q6_K) == 210, "Q6_K block is 210 bytes in GGML");
 _Static_assert(sizeof(gt_block_q8_K) == 292, "Q8_K block is 292 bytes in GGML");
+_Static_assert(sizeof(gt_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes in GGML");
 
 const gt_type_traits *gt_type_info(int type)
 {

@@ -15,6 +15,10 @@
  *   Q5_K: Q4_K with a fifth bit per element in qh; q in 0..31
  *   Q6_K: 16 sub-blocks of 16, int8 scales; x = d*sc*(q-32), q in 0..63
  *   Q8_K: f32 d, int8 q, and the sums of each 16 q (activations only)
+ *   IQ4_NL: Q4_0's layout, but each nibble indexes a fixed non-linear table
+ *         of 16 int8 levels (gt_iq4nl_levels); x = d*levels[q]. llama-quantize
+ *         falls back to it for Q2_K/Q3_K tensors whose rows are not a
+ *         multiple of 256.
  * Where each element's bits live is spelled out in quant_k.c. */
 #ifndef GT_QUANT_H
 #define GT_QUANT_H
@@ -37,6 +41,7 @@ typedef enum gt_type {
     GT_TYPE_Q5_K = 13,
     GT_TYPE_Q6_K = 14,
     GT_TYPE_Q8_K = 15,
+    GT_TYPE_IQ4_NL = 20,
     GT_TYPE_I32 = 26,
     GT_TYPE_BF16 = 30,
     GT_TYPE_COUNT = 40 /* upper bound on GGML ids we might see */
@@ -84,6 +89,10 @@ typedef struct {
     int8_t scales[GT_QK_K / 16];
     uint16_t d;
 } gt_block_q6_K;
+#define GT_QK4_NL 32
+typedef struct { uint16_t d; uint8_t qs[GT_QK4_NL / 2]; } gt_block_iq4_nl;
+extern const int8_t gt_iq4nl_levels[16];
+
 typedef struct {
     float d;
     int8_t qs[GT_QK_K];
