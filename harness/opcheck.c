@@ -30,12 +30,15 @@
  *   MUL_MAT f32/f16/  1e-8   float accumulation over K <= 1536 (the weight
  *           bf16             values themselves convert exactly): ~sqrt(K)*eps.
  *   MUL_MAT q8_0/     5e-4   backends may quantize activations to 8-bit
- *           q4_0/q4_1        blocks of 32 (GGML-style integer dots). That
+ *           q4_0/q4_1,       blocks of 32 (GGML-style integer dots; Q8_K's
+ *           q5_*, K-quants,  256-element blocks for the K-quants). That
  *                            rounding is uniform with step amax/127, variance
  *                            step^2/12 ~ 3e-5 of the signal for Gaussian
  *                            blocks, which is the NMSE it causes; 5e-4 leaves
  *                            >10x margin while a real bug (wrong scale,
- *                            nibble order, block offset) gives >= 1e-2. */
+ *                            nibble order, block offset) gives >= 1e-2.
+ * Rows are whole blocks of the weight type: K-quant cases use the shapes
+ * with K a multiple of 256 (256, 512, 1536, 2048). */
 #include "opcheck.h"
 
 #include <math.h>
@@ -44,7 +47,7 @@
 
 #define GUARD 64
 #define GUARD_BYTE(i) ((unsigned char)(0xA5 ^ (i)))
-#define MAX_CASES 1024
+#define MAX_CASES 2048
 
 enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE };
 enum { ALIAS_NONE, ALIAS_SRC0, ALIAS_CACHE };
@@ -77,14 +80,22 @@ typedef struct oc_list {
 
 /* ---- cases ------------------------------------------------------------------ */
 
-static const gt_type WEIGHT_TYPES[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
-                                       GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
+static const gt_type WEIGHT_TYPES[] = {
+    GT_TYPE_F32,  GT_TYPE_F16,  GT_TYPE_BF16, GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1,
+    GT_TYPE_Q5_0, GT_TYPE_Q5_1, GT_TYPE_Q2_K, GT_TYPE_Q3_K, GT_TYPE_Q4_K, GT_TYPE_Q5_K,
+    GT_TYPE_Q6_K, GT_TYPE_IQ4_NL};
 #define N_WEIGHT_TYPES (int)(sizeof WEIGHT_TYPES / sizeof WEIGHT_TYPES[0])
 
 static bool quantized(gt_type t)
 {
     const gt_type_traits *tr = gt_type_info(t);
     return tr && tr->block_size > 1;
+}
+
+/* Rows of k elements are whole blocks of t (32, or 256 for the K-quants). */
+static bool fits(gt_type t, int64_t k)
+{
+    return k % gt_type_info(t)->block_size == 0;
 }
 
 static oc_case *add(oc_list *l, gt_op op, gt_type type)
@@ -111,7 +122,7 @@ static void cases_get_rows(oc_list *l)
         for (int ki = 0; ki < 3; ki++)
             for (int ii = 0; ii < 3; ii++) {
                 const gt_type t = WEIGHT_TYPES[ti];
-                if (quantized(t) && ks[ki] % 32)
+                if (!fits(t, ks[ki]))
                     continue;
                 oc_case *c = add(l, GT_OP_GET_ROWS, t);
                 if (!c)
@@ -128,15 +139,16 @@ static void cases_get_rows(oc_list *l)
 
 static void cases_mul_mat(oc_list *l)
 {
-    static const int64_t shapes[][2] = {{32, 1},   {64, 33},   {96, 67},  {256, 1000},
-                                        {576, 129}, {1536, 96}, {37, 19},  {100, 65}};
+    static const int64_t shapes[][2] = {{32, 1},    {64, 33},   {96, 67},  {256, 1000},
+                                        {576, 129}, {1536, 96}, {37, 19},  {100, 65},
+                                        {512, 7},   {2048, 40}};
     static const int64_t batches[] = {1, 2, 7, 64, 512};
     for (int ti = 0; ti < N_WEIGHT_TYPES; ti++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
             for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
                 const gt_type t = WEIGHT_TYPES[ti];
                 const int64_t k = shapes[si][0], n = shapes[si][1], m = batches[bi];
-                if (quantized(t) && k % 32)
+                if (!fits(t, k))
                     continue;
                 oc_case *c = add(l, GT_OP_MUL_MAT, t);
                 if (!c)
