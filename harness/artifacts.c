@@ -4,6 +4,7 @@
  * keeps a single implementation of the per-tensor type rules, and a crash in
  * the converter cannot take the harness down with it. */
 #include "artifacts.h"
+#include "quant_scheme.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -355,11 +356,28 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
 
 /* The type covering most elements of the file's matrices (what "a Q4_1
  * model" means), or -1 when the file cannot be read. */
+/* The weight type most matrix elements have, or -1 with err set. A file
+ * the strict reader refuses only because a tensor has a type this runtime
+ * does not know returns -2 with err naming the type and the tensor. */
 static int main_type(const char *path, gt_err *err)
 {
     gt_gguf *g;
-    if (gt_gguf_open(path, &g, err) != 0)
+    if (gt_gguf_open(path, &g, err) != 0) {
+        gt_err lerr = {{0}};
+        if (gt_gguf_open_lenient(path, &g, &lerr) != 0)
+            return -1;
+        for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
+            const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
+            if (!gt_type_info(t->type)) {
+                gt_err_set(err, "unsupported: tensor type %d (tensor '%s'; `gauntlet inspect` "
+                                "lists the file)", (int)t->type, t->name);
+                gt_gguf_close(g);
+                return -2;
+            }
+        }
+        gt_gguf_close(g);
         return -1;
+    }
     int64_t count[GT_TYPE_COUNT] = {0};
     for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
@@ -372,6 +390,18 @@ static int main_type(const char *path, gt_err *err)
         if (count[t] > count[best])
             best = t;
     return best;
+}
+
+/* general.file_type of a readable file, or -1. */
+static int64_t file_type(const char *path)
+{
+    gt_gguf *g;
+    gt_err err = {{0}};
+    if (gt_gguf_open(path, &g, &err) != 0)
+        return -1;
+    const int64_t ft = gt_gguf_get_int(g, "general.file_type", -1);
+    gt_gguf_close(g);
+    return ft;
 }
 
 /* Runs `self quantize --quiet src dst quant`; fills why with its last
@@ -447,12 +477,21 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
     gt_matrix_quant_ok(quant, &want);
     gt_err err = {{0}};
     int have = main_type(src->path, &err);
+    if (have == -2) {
+        art->state = GT_ART_UNSUPPORTED;
+        snprintf(art->reason, sizeof art->reason, "%s (model %s)", err.msg, md->id);
+        return art;
+    }
     if (have < 0) {
         art->state = GT_ART_ERROR;
         snprintf(art->reason, sizeof art->reason, "model %s: %s", md->id, err.msg);
         return art;
     }
-    if (have == (int)want) {
+    /* A mix (q4_k_m) is mostly other types on narrow models: the source is
+     * already that scheme when its general.file_type says so. */
+    const gt_quant_scheme *scheme = gt_quant_scheme_find(quant);
+    if (have == (int)want || (scheme && scheme->mix != GT_MIX_PLAIN &&
+                              file_type(src->path) == (int64_t)scheme->file_type)) {
         *art = *src;
         return art;
     }

@@ -44,6 +44,8 @@ typedef enum gt_art_state {
     GT_ART_MISSING, /* not found anywhere: cells skip */
     GT_ART_ERROR,   /* found but wrong (sha256/size), or making it failed: cells error */
     GT_ART_TO_MAKE, /* dry run: would be made */
+    GT_ART_UNSUPPORTED, /* a valid file with a tensor type this runtime lacks: cells skip
+                           "unsupported: tensor type N" */
 } gt_art_state;
 
 typedef struct gt_artifact {

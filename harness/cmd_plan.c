@@ -106,6 +106,8 @@ int cmd_plan(int argc, char **argv)
         const gt_artifact *art = gt_artifacts_quant(&arts, c->model, c->quant);
         if (c->expected == GT_ST_SKIP)
             snprintf(why, sizeof why, "skipped by the matrix: %s", c->expect_reason);
+        else if (art->state == GT_ART_UNSUPPORTED)
+            snprintf(why, sizeof why, "%s", art->reason);
         else if (art->state == GT_ART_MISSING || art->state == GT_ART_ERROR)
             snprintf(why, sizeof why, "%s: %s", art->state == GT_ART_MISSING ? "skip" : "error",
                      art->reason);

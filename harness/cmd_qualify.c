@@ -550,7 +550,8 @@ int cmd_qualify(int argc, char **argv)
         const gt_artifact *art = gt_artifacts_quant(&arts, c->model, c->quant);
         const gt_artifact *f = f32 ? gt_artifacts_quant(&arts, c->model, "f32") : NULL;
         if (art->state != GT_ART_OK) {
-            preset(cj, art->state == GT_ART_MISSING ? GT_ST_SKIP : GT_ST_ERROR, art->reason);
+            preset(cj, art->state == GT_ART_MISSING || art->state == GT_ART_UNSUPPORTED
+                           ? GT_ST_SKIP : GT_ST_ERROR, art->reason);
             continue;
         }
         snprintf(cj->model_sha, sizeof cj->model_sha, "%s", src->sha256);

@@ -88,6 +88,56 @@ static gt_type plan_tensor(const gt_gguf_tensor *t, const gt_quant_scheme *s,
     return gt_quant_tensor_type(s, st, t->name, t->n_dims, t->ne[0], t->n_elements, pure, why);
 }
 
+/* llama-quantize visits tensors by layer number, then name (its weight map's
+ * order), and the mix rules count attn_v and ffn_down in that order; a file
+ * may list them otherwise (SmolLM2's: blk.0, blk.1, blk.10, ...). */
+static int layer_of(const char *name)
+{
+    int l = -1;
+    return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
+static const gt_gguf *g_sort_src;
+static int by_layer_then_name(const void *pa, const void *pb)
+{
+    const char *a = gt_gguf_tensor_at(g_sort_src, *(const int64_t *)pa)->name;
+    const char *b = gt_gguf_tensor_at(g_sort_src, *(const int64_t *)pb)->name;
+    const int la = layer_of(a), lb = layer_of(b);
+    return la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
+}
+
+typedef struct plan {
+    gt_type to;
+    char why[192]; /* empty when the tensor gets the base type */
+} plan;
+
+/* Every tensor's output type, decided in llama-quantize's visiting order. */
+static plan *plan_all(const gt_gguf *g, const gt_quant_scheme *s, bool pure)
+{
+    const int64_t n = gt_gguf_n_tensors(g);
+    plan *p = calloc((size_t)(n ? n : 1), sizeof *p);
+    int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!p || !order) {
+        free(p);
+        free(order);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    g_sort_src = g;
+    qsort(order, (size_t)n, sizeof *order, by_layer_then_name);
+    gt_quant_state st;
+    scheme_state(g, &st);
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = order[k];
+        const char *why = NULL;
+        p[i].to = plan_tensor(gt_gguf_tensor_at(g, i), s, &st, pure, &why);
+        snprintf(p[i].why, sizeof p[i].why, "%s", why ? why : "");
+    }
+    free(order);
+    return p;
+}
+
 typedef struct job {
     void **bufs; /* converted tensor data, alive until the writer has written */
     int64_t n_bufs;
@@ -171,6 +221,7 @@ int cmd_quantize(int argc, char **argv)
     const int64_t n_t = gt_gguf_n_tensors(g);
     int rc = GT_EXIT_USAGE;
     job j = {calloc((size_t)(n_t ? n_t : 1), sizeof(void *)), 0, NULL};
+    plan *plans = NULL;
     gt_gguf_writer *w = gt_gguf_writer_new();
     if (!j.bufs || !w) {
         fprintf(stderr, "gauntlet quantize: out of memory\n");
@@ -185,16 +236,19 @@ int cmd_quantize(int argc, char **argv)
     gt_gguf_writer_set_u32(w, "general.quantization_version", 2);
     gt_gguf_writer_set_u32(w, "general.file_type", scheme->file_type);
 
-    gt_quant_state st;
-    scheme_state(g, &st);
+    plans = plan_all(g, scheme, pure);
+    if (!plans) {
+        fprintf(stderr, "gauntlet quantize: out of memory\n");
+        goto done;
+    }
     const bool tty = !quiet && isatty(STDERR_FILENO);
     const double t0 = gt_now();
     uint64_t before = 0, after = 0;
     int64_t n_conv = 0, n_same = 0, n_kept = 0;
     for (int64_t i = 0; i < n_t; i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
-        const char *why;
-        gt_type to = plan_tensor(t, scheme, &st, pure, &why);
+        const char *why = plans[i].why[0] ? plans[i].why : NULL;
+        const gt_type to = plans[i].to;
         progress(tty, i, n_t, t->name);
         const void *data;
         size_t nbytes;
@@ -235,6 +289,7 @@ done:
         free(j.bufs[i]);
     free(j.bufs);
     free(j.row);
+    free(plans);
     gt_gguf_close(g);
     return rc;
 }

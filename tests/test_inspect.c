@@ -5,6 +5,7 @@
  * a `gauntlet synth` model with one tensor's type field set to 99, and the
  * same on the real Gemma 3 Q4_K_M release file when $GT_GEMMA3 names it. */
 #include <stdint.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,34 @@ START_TEST(synthetic_file_with_type_99)
 }
 END_TEST
 
+/* qualify on the retyped file: the cell is a skip "unsupported: tensor type
+ * 99" naming the tensor, recorded in the database, never crash or error. */
+START_TEST(qualify_skips_unknown_type)
+{
+    const char *m = gt_test_tmp("tiny.gguf"), *bad = gt_test_tmp("retyped.gguf");
+    ck_assert_int_eq(gt_test_sh(BIN " synth '%s' --preset tiny --seed 1 >/dev/null", m), 0);
+    retype(m, bad, "blk.0.attn_k.weight", 99);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"name\": \"retyped\", \"models\": [{\"id\": \"bad\", \"path\": \"%s\"}],\n"
+             " \"quants\": [\"f32\"], \"backends\": [\"reference\"],\n"
+             " \"defaults\": {\"timeout_s\": 60, \"threads\": 1},\n"
+             " \"tiers\": {\"smoke\": {\"suites\": [\"smoke\"]}}}\n", bad);
+    const char *mx = gt_test_tmp("retyped.json");
+    gt_test_write_file(mx, text, strlen(text));
+    static char out[1 << 16];
+    const int rc = gt_test_run_in(gt_test_tmp(""), out, sizeof out,
+                                  BIN " qualify '%s' --db r.sqlite --no-progress", mx);
+    ck_assert_msg(rc == 0 || rc == 1, "qualify exited %d: %s", rc, out);
+    sqlite3 *h = gt_test_db_open(gt_test_tmp("r.sqlite"));
+    ck_assert_str_eq(gt_test_q_text(h, "SELECT status FROM cells"), "skip\n"); /* one row */
+    const char *why = gt_test_q_text(h, "SELECT reason FROM cells");
+    ck_assert_msg(strncmp(why, "unsupported: tensor type 99", 27) == 0 &&
+                      strstr(why, "blk.0.attn_k.weight"), "%s", why);
+    sqlite3_close(h);
+}
+END_TEST
+
 START_TEST(gemma_release_file_with_type_99)
 {
     check_unknown_type(getenv("GT_GEMMA3"), "blk.0.attn_k.weight", 236);
@@ -119,6 +148,7 @@ int main(void)
     TCase *tc = tcase_create("unknown types");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, synthetic_file_with_type_99);
+    tcase_add_test(tc, qualify_skips_unknown_type);
     const char *g = getenv("GT_GEMMA3");
     if (g && *g)
         tcase_add_test(tc, gemma_release_file_with_type_99);

@@ -529,19 +529,20 @@ void gt_dequantize_iq4_nl(const gt_block_iq4_nl *x, float *y, int64_t nb)
     }
 }
 
-/* Index of the level nearest to v (levels ascending). */
+/* Index of the level nearest to v: the levels ascend, so a binary search
+ * over the midpoints between neighbours (ties go to the lower level). */
 static int iq4nl_nearest(float v)
 {
-    int best = 0;
-    float err = fabsf(v - (float)gt_iq4nl_levels[0]);
-    for (int k = 1; k < 16; k++) {
-        const float e = fabsf(v - (float)gt_iq4nl_levels[k]);
-        if (e < err) {
-            err = e;
-            best = k;
-        }
+    int lo = 0, hi = 15;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        const float cut = 0.5f * ((float)gt_iq4nl_levels[mid] + (float)gt_iq4nl_levels[mid + 1]);
+        if (v > cut)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return best;
+    return lo;
 }
 
 /* For each block, candidate scales around max/-127 (the element of largest
