@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "gt/backend.h"
 #include "matrix.h"
+#include "status.h"
 
 static void help(FILE *f)
 {
@@ -30,17 +31,25 @@ static void probe(const gt_mx_backend *b, const gt_mx_driver *d, char *why, size
     if (b->is_http) /* a server: the worker finds out whether it answers */
         return;
     const gt_backend_entry *e = gt_backend_find(b->id);
+    bool is_skip;
     if (!e || !e->reg) {
-        snprintf(why, cap, "backend not available: %s", e ? e->why : "unknown");
+        const char *msg = e ? e->why : "unknown backend";
+        const char *what = gt_open_failure_category(msg, true, &is_skip);
+        snprintf(why, cap, "%s%s: %s", is_skip ? "" : "error: ", what, msg);
         return;
     }
     gt_device_info devs[8];
     gt_err err = {{0}};
     int n = e->reg->probe ? e->reg->probe(devs, 8, d->driver, &err) : 1;
-    if (n <= 0)
-        snprintf(why, cap, "backend not available: %s", err.msg[0] ? err.msg : "no devices");
-    else if (b->device >= n)
-        snprintf(why, cap, "backend not available: device %d requested, %d found", b->device, n);
+    if (n <= 0) {
+        const char *msg = err.msg[0] ? err.msg : "no device: the backend found none";
+        const char *what = gt_open_failure_category(msg, false, &is_skip);
+        if (strncmp(msg, "no device: ", 11) == 0)
+            msg += 11;
+        snprintf(why, cap, "%s%s: %s", is_skip ? "" : "error: ", what, msg);
+    } else if (b->device >= n)
+        snprintf(why, cap, "error: bad driver setting: device %d requested, %d found", b->device,
+                 n);
     else if (d->version) {
         const char *v = devs[b->device].driver_version[0] ? devs[b->device].driver_version
                                                           : devs[b->device].driver;

@@ -25,6 +25,8 @@
 #ifndef GT_STATUS_H
 #define GT_STATUS_H
 
+#include <stdbool.h>
+
 typedef enum gt_status {
     GT_ST_PENDING = 0,
     GT_ST_PASS,
@@ -43,5 +45,13 @@ typedef enum gt_status {
 const char *gt_status_name(gt_status s);
 /* Returns 0 and sets *out, or -1 for a name that is not a status. */
 int gt_status_from_name(const char *name, gt_status *out);
+
+/* What a backend that would not open means for a cell, read from its
+ * message (the backend contract returns only text): the category that
+ * starts the reason ("no device", "not built", "kernel build failed", "bad
+ * driver setting", "out of memory", "plugin ABI mismatch", "backend failed
+ * to open") and whether it is a skip (the first two) or an error. The
+ * worker and `gauntlet plan` both use it, so a plan says what a run will. */
+const char *gt_open_failure_category(const char *msg, bool not_built, bool *is_skip);
 
 #endif

@@ -238,40 +238,14 @@ static void skip(worker *w, const char *fmt, ...)
  * gate sees: a bad setting, memory, a broken plugin, a kernel build. */
 static void open_failed(worker *w, const char *msg, bool not_built)
 {
-    static const char *const NO_DEVICE[] = {
-        "no device: ",                 /* any backend may say it outright */
-        "no CUDA device",              /* cuda: cudaGetDeviceCount found none */
-        "cudaErrorNoDevice",           /* ... or failed: no GPU */
-        "cudaErrorInsufficientDriver", /* ... or no NVIDIA driver installed */
-        "libcuda.so",                  /* the plugin's driver library is absent, */
-        "libcudart.so",                /* ... or the CUDA runtime, */
-        "libOpenCL.so",                /* ... or the OpenCL ICD loader */
-        "no OpenCL platform",          /* opencl: the ICD loader found no driver */
-        "no OpenCL device matches",    /* opencl: the profile's platform is not here */
-        NULL};
-    for (int i = 0; NO_DEVICE[i]; i++)
-        if (strstr(msg, NO_DEVICE[i])) {
-            skip(w, "no device: %s", msg);
-            return;
-        }
-    if (not_built) {
-        skip(w, "not built: %s", msg);
+    bool is_skip;
+    const char *what = gt_open_failure_category(msg, not_built, &is_skip);
+    if (is_skip) {
+        if (strncmp(msg, "no device: ", 11) == 0)
+            msg += 11; /* said outright: not twice */
+        skip(w, "%s: %s", what, msg);
         return;
     }
-    const char *what = "backend failed to open";
-    if (strstr(msg, "clBuildProgram") || strstr(msg, "cannot run the kernels"))
-        what = "kernel build failed";
-    else if (strstr(msg, "GT_") && strchr(msg, '='))
-        what = "bad driver setting"; /* GT_CPU_ISA=sse9, GT_CPU_BLAS_MIN_BATCH=x, ... */
-    else if (strstr(msg, "driver profile") || strstr(msg, "n_threads=") ||
-             strstr(msg, "does not exist") || strstr(msg, "requested, but there") ||
-             strstr(msg, " has one device"))
-        what = "bad driver setting";
-    else if (strstr(msg, "out of memory"))
-        what = "out of memory";
-    else if (strstr(msg, "gt_backend_plugin_entry") || strstr(msg, "no registration") ||
-             strstr(msg, "undefined symbol"))
-        what = "plugin ABI mismatch";
     char full[1200];
     snprintf(full, sizeof full, "%s: %s", what, msg);
     host_result(w, "backend", "open", GT_ST_ERROR, full);
