@@ -1,12 +1,19 @@
-/* model.c: reading a llama-family model out of a GGUF artifact.
+/* model.c: reading a model out of a GGUF artifact: the llama family and
+ * Gemma 3.
  *
  * Hyper-parameters come from "<arch>.*" metadata, weights are looked up by
  * their llama.cpp names and checked against the shapes the hyper-parameters
  * imply, so that a wrong or truncated artifact fails here, with the tensor's
  * name, rather than as garbage logits later. Weights are not copied: the
- * tensors point into the GGUF mmap. */
+ * tensors point into the GGUF mmap.
+ *
+ * Gemma 3 files carry no key for some values every Gemma 3 has (the local
+ * layers' rope base, which layers are global, the attention scale); those
+ * are named defaults below, a key overrides them when a file has one, and
+ * hp->defaulted lists what was defaulted (gauntlet inspect shows it). */
 #include "model_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,18 +57,66 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
     return 0;
 }
 
+/* Gemma 3's published values for what its GGUF files do not store. */
+#define GEMMA3_ROPE_BASE_LOCAL 10000.0 /* local (sliding-window) layers */
+#define GEMMA3_SWA_PERIOD 6            /* every 6th layer is global */
+
+static void note_default(gt_hparams *hp, const gt_gguf *g, const char *key, const char *value)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", hp->arch, key);
+    if (gt_gguf_find_key(g, full) >= 0)
+        return;
+    size_t n = strlen(hp->defaulted);
+    snprintf(hp->defaulted + n, sizeof hp->defaulted - n, "%s%s=%s", n ? ", " : "", full, value);
+}
+
+/* The gemma3 values on top of the common ones. */
+static int read_gemma3(const gt_gguf *g, gt_hparams *hp, gt_err *err)
+{
+    const char *arch = hp->arch;
+    int64_t v;
+    double f;
+    hp->arch_id = GT_ARCH_GEMMA3;
+    if (arch_int(g, arch, "attention.key_length", -1, &v, err)) return -1;
+    hp->head_dim = (int)v;
+    if (arch_int(g, arch, "attention.value_length", hp->head_dim, &v, err)) return -1;
+    if (v != hp->head_dim)
+        return gt_err_set(err, "%s.attention.value_length %lld differs from key_length %d", arch,
+                          (long long)v, hp->head_dim);
+    hp->q_dim = hp->n_head * hp->head_dim;
+    hp->rope_dim = hp->head_dim;
+    hp->rope_mode = 1; /* NeoX halves, as Gemma is trained */
+    if (arch_int(g, arch, "attention.sliding_window", -1, &v, err)) return -1;
+    hp->swa_window = (int)v;
+    note_default(hp, g, "attention.sliding_window_pattern", "6");
+    if (arch_int(g, arch, "attention.sliding_window_pattern", GEMMA3_SWA_PERIOD, &v, err))
+        return -1;
+    hp->swa_period = (int)v;
+    note_default(hp, g, "rope.freq_base_swa", "10000");
+    if (arch_float(g, arch, "rope.freq_base_swa", GEMMA3_ROPE_BASE_LOCAL, &f, err)) return -1;
+    hp->rope_base_local = (float)f;
+    note_default(hp, g, "attention.scale", "1/sqrt(key_length)");
+    if (arch_float(g, arch, "attention.scale", 1.0 / sqrt((double)hp->head_dim), &f, err))
+        return -1;
+    hp->attn_scale = (float)f;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    return 0;
+}
+
 static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
 {
     memset(hp, 0, sizeof *hp);
     const char *arch = gt_gguf_get_str(g, "general.architecture");
     if (!arch)
         return gt_err_set(err, "metadata key general.architecture is missing");
-    bool known = false;
+    bool llama = false;
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
-        known |= strcmp(arch, LLAMA_LIKE[i]) == 0;
-    if (!known)
-        return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral)",
-                          arch);
+        llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
+    const bool gemma3 = strcmp(arch, "gemma3") == 0;
+    if (!llama && !gemma3)
+        return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
+                               "gemma3)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -80,22 +135,29 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->n_head_kv = (int)v;
     if (arch_int(g, arch, "context_length", 2048, &v, err)) return -1;
     hp->n_ctx_train = (int)v;
-    if (hp->n_embd % hp->n_head != 0)
-        return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
-                          hp->n_embd, hp->n_head);
     if (hp->n_head % hp->n_head_kv != 0)
         return gt_err_set(err, "head_count %d is not a multiple of head_count_kv %d",
                           hp->n_head, hp->n_head_kv);
+    if (arch_float(g, arch, "rope.freq_base", 10000.0, &f, err)) return -1;
+    hp->rope_base = (float)f;
+    if (arch_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &f, err)) return -1;
+    hp->rms_eps = (float)f;
+    if (gemma3)
+        return read_gemma3(g, hp, err);
+    hp->arch_id = GT_ARCH_LLAMA;
+    if (hp->n_embd % hp->n_head != 0)
+        return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
+                          hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
+    hp->q_dim = hp->n_embd;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
     if (arch_int(g, arch, "rope.dimension_count", hp->head_dim, &v, err)) return -1;
     hp->rope_dim = (int)v;
     if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2 != 0)
         return gt_err_set(err, "rope.dimension_count %d does not fit head size %d",
                           hp->rope_dim, hp->head_dim);
-    if (arch_float(g, arch, "rope.freq_base", 10000.0, &f, err)) return -1;
-    hp->rope_base = (float)f;
-    if (arch_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &f, err)) return -1;
-    hp->rms_eps = (float)f;
+    hp->rope_base_local = hp->rope_base;
     hp->rope_mode = 0; /* llama.cpp's llama GGUFs store Q/K permuted for adjacent pairs */
     return 0;
 }
@@ -124,7 +186,8 @@ static int find_weights(gt_model *m, gt_err *err)
 {
     const gt_gguf *g = m->gguf;
     const gt_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t E = hp->n_embd, KV = (int64_t)hp->n_head_kv * hp->head_dim, QD = hp->q_dim;
+    const bool gemma3 = hp->arch_id == GT_ARCH_GEMMA3;
     if (weight(g, "token_embd.weight", E, hp->n_vocab, &m->tok_embd, err)) return -1;
     if (weight(g, "output_norm.weight", E, 1, &m->out_norm, err)) return -1;
     if (gt_gguf_find_tensor(g, "output.weight")) {
@@ -143,14 +206,20 @@ static int find_weights(gt_model *m, gt_err *err)
     snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix);              \
     if (weight(g, n, cols, rows, &w->field, err)) return -1;
         W(attn_norm, "attn_norm", E, 1)
-        W(wq, "attn_q", E, E)
+        W(wq, "attn_q", E, QD)
         W(wk, "attn_k", E, KV)
         W(wv, "attn_v", E, KV)
-        W(wo, "attn_output", E, E)
+        W(wo, "attn_output", QD, E)
         W(ffn_norm, "ffn_norm", E, 1)
         W(w_gate, "ffn_gate", E, hp->n_ff)
         W(w_up, "ffn_up", E, hp->n_ff)
         W(w_down, "ffn_down", hp->n_ff, E)
+        if (gemma3) {
+            W(q_norm, "attn_q_norm", hp->head_dim, 1)
+            W(k_norm, "attn_k_norm", hp->head_dim, 1)
+            W(post_attn_norm, "post_attention_norm", E, 1)
+            W(post_ffn_norm, "post_ffw_norm", E, 1)
+        }
 #undef W
     }
     return 0;
@@ -199,6 +268,9 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
         bytes += w->attn_norm->nbytes + w->wq->nbytes + w->wk->nbytes + w->wv->nbytes +
                  w->wo->nbytes + w->ffn_norm->nbytes + w->w_gate->nbytes + w->w_up->nbytes +
                  w->w_down->nbytes;
+        if (w->q_norm)
+            bytes += w->q_norm->nbytes + w->k_norm->nbytes + w->post_attn_norm->nbytes +
+                     w->post_ffn_norm->nbytes;
     }
     return bytes;
 }

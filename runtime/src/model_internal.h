@@ -15,6 +15,9 @@ typedef struct gt_layer_weights {
     const gt_gguf_tensor *w_gate;    /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_up;      /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_down;    /* (n_embd rows of n_ff) */
+    /* gemma3 only (NULL otherwise) */
+    const gt_gguf_tensor *q_norm, *k_norm;                /* (head_dim) */
+    const gt_gguf_tensor *post_attn_norm, *post_ffn_norm; /* (n_embd) */
 } gt_layer_weights;
 
 struct gt_model {

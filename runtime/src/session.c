@@ -1,4 +1,4 @@
-/* session.c: running the llama graph on a backend, with a KV cache.
+/* session.c: running a model's graph on a backend, with a KV cache.
  *
  * Buffers, all owned by the backend:
  *   weights  one per GGUF shard, made from the mmapped data section
@@ -7,11 +7,11 @@
  *   scratch  activations for one batch, reused by every layer (the graph
  *            runs in order, so layer l+1 may overwrite what layer l wrote)
  *   logits   grown on demand: 1 row, or n_batch rows when all are asked for
- * The graph is rebuilt for every batch (a few hundred small structs); it
- * reads like the forward pass of llama2.c's run.c, one op per line. */
+ * The graph is rebuilt for every batch (a few hundred small structs) by the
+ * architecture's builder (graph_llama.c, graph_gemma3.c). */
 #include "gt/session.h"
 
-#include "model_internal.h"
+#include "session_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,174 +19,6 @@
 #include <string.h>
 
 #define STATE_MAGIC 0x53544731u /* "1GTS" */
-
-enum { A_TOKENS, A_X, A_XB, A_Q, A_K, A_V, A_ATT, A_XB2, A_HG, A_HU, A_COUNT };
-
-struct gt_session {
-    const gt_model *model;
-    gt_backend *be;
-    int n_ctx, n_batch, n_past;
-    int kv_dim;
-
-    gt_buffer **wbuf;       /* (n_shards) */
-    int n_wbuf;
-    gt_buffer *kv;
-    gt_buffer *scratch;
-    gt_buffer *logits_buf;
-    int logits_rows;        /* rows logits_buf holds */
-    size_t act_offset[A_COUNT];
-
-    /* Graph storage, rebuilt per batch. */
-    gt_tensor *t;           /* (max_tensors) */
-    int n_t, max_t;
-    gt_tensor **nodes;      /* (max_tensors) */
-    int n_nodes;
-};
-
-/* --- weights as backend tensors ------------------------------------------ */
-
-static void bind_weight(gt_session *s, gt_tensor *t, const gt_gguf_tensor *w)
-{
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", w->name);
-    t->type = w->type;
-    t->ne[0] = w->ne[0];
-    t->ne[1] = w->n_elements / w->ne[0];
-    t->buf = s->wbuf[w->shard];
-    t->offset = (size_t)w->offset;
-    t->op = GT_OP_NONE;
-}
-
-/* --- graph building ------------------------------------------------------- */
-
-static gt_tensor *new_tensor(gt_session *s, const char *name, gt_type type, int64_t ne0,
-                             int64_t ne1, gt_buffer *buf, size_t offset)
-{
-    /* max_t is sized from the layer count, so running out is a bug here. */
-    if (s->n_t >= s->max_t)
-        abort();
-    gt_tensor *t = &s->t[s->n_t++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->type = type;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1;
-    t->buf = buf;
-    t->offset = offset;
-    return t;
-}
-
-static gt_tensor *weight_t(gt_session *s, const gt_gguf_tensor *w)
-{
-    if (s->n_t >= s->max_t)
-        abort();
-    gt_tensor *t = &s->t[s->n_t++];
-    bind_weight(s, t, w);
-    return t;
-}
-
-static gt_tensor *act(gt_session *s, int which, const char *name, int64_t cols, int n_tok)
-{
-    return new_tensor(s, name, which == A_TOKENS ? GT_TYPE_I32 : GT_TYPE_F32, cols, n_tok,
-                      s->scratch, s->act_offset[which]);
-}
-
-/* A node writing into `dst`'s storage. */
-static gt_tensor *node(gt_session *s, gt_op op, gt_tensor *dst, gt_tensor *a, gt_tensor *b,
-                       gt_tensor *c)
-{
-    dst->op = op;
-    dst->src[0] = a;
-    dst->src[1] = b;
-    dst->src[2] = c;
-    s->nodes[s->n_nodes++] = dst;
-    return dst;
-}
-
-static gt_tensor *same(gt_session *s, gt_tensor *like, const char *name)
-{
-    return new_tensor(s, name, like->type, like->ne[0], like->ne[1], like->buf, like->offset);
-}
-
-static gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */)
-{
-    size_t per = (size_t)s->n_ctx * s->kv_dim * sizeof(float);
-    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, s->n_ctx, s->kv,
-                      ((size_t)layer * 2 + which) * per);
-}
-
-/* The llama forward pass for n tokens at positions pos0.. */
-static void build_graph(gt_session *s, int n, int pos0, bool all_logits)
-{
-    const gt_model *m = s->model;
-    const gt_hparams *hp = &m->hp;
-    const int E = hp->n_embd, QD = hp->n_head * hp->head_dim, KV = s->kv_dim, FF = hp->n_ff;
-    s->n_t = 0;
-    s->n_nodes = 0;
-
-    gt_tensor *tokens = act(s, A_TOKENS, "tokens", n, 1);
-    tokens->ne[0] = 1, tokens->ne[1] = n; /* (n) ids, one per row */
-    gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "x", E, n), weight_t(s, m->tok_embd),
-                        tokens, NULL);                                     /* (n, E) */
-
-    for (int l = 0; l < hp->n_layer; l++) {
-        const gt_layer_weights *w = &m->layers[l];
-        /* attention */
-        gt_tensor *xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "attn_in", E, n), x, NULL, NULL);
-        xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "attn_in*w"), xb, weight_t(s, w->attn_norm), NULL);
-        gt_tensor *q = node(s, GT_OP_MUL_MAT, act(s, A_Q, "q", QD, n), weight_t(s, w->wq), xb, NULL);
-        gt_tensor *k = node(s, GT_OP_MUL_MAT, act(s, A_K, "k", KV, n), weight_t(s, w->wk), xb, NULL);
-        gt_tensor *v = node(s, GT_OP_MUL_MAT, act(s, A_V, "v", KV, n), weight_t(s, w->wv), xb, NULL);
-        gt_tensor *qr = node(s, GT_OP_ROPE, same(s, q, "q_rope"), q, NULL, NULL);
-        gt_tensor *kr = node(s, GT_OP_ROPE, same(s, k, "k_rope"), k, NULL, NULL);
-        int32_t rope[2][6] = {{hp->n_head, hp->head_dim, hp->rope_dim, pos0, hp->rope_mode},
-                              {hp->n_head_kv, hp->head_dim, hp->rope_dim, pos0, hp->rope_mode}};
-        memcpy(qr->iparams, rope[0], sizeof rope[0]);
-        memcpy(kr->iparams, rope[1], sizeof rope[1]);
-        qr->fparams[0] = kr->fparams[0] = hp->rope_base;
-
-        gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
-        gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,
-                                   kc->offset + (size_t)pos0 * KV * sizeof(float));
-        gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
-                                   vc->offset + (size_t)pos0 * KV * sizeof(float));
-        node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
-        node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
-
-        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "attn", QD, n), qr, kc, vc);
-        int32_t ap[6] = {hp->n_head, hp->n_head_kv, hp->head_dim, pos0};
-        memcpy(att->iparams, ap, sizeof ap);
-        att->fparams[0] = 1.0f / sqrtf((float)hp->head_dim);
-        gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),
-                            att, NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+attn"), x, o, NULL);
-
-        /* feed-forward (SwiGLU) */
-        xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "ffn_in", E, n), x, NULL, NULL);
-        xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "ffn_in*w"), xb, weight_t(s, w->ffn_norm), NULL);
-        gt_tensor *hg = node(s, GT_OP_MUL_MAT, act(s, A_HG, "gate", FF, n), weight_t(s, w->w_gate),
-                             xb, NULL);
-        gt_tensor *hu = node(s, GT_OP_MUL_MAT, act(s, A_HU, "up", FF, n), weight_t(s, w->w_up),
-                             xb, NULL);
-        gt_tensor *h = node(s, GT_OP_SILU_MUL, same(s, hg, "swiglu"), hg, hu, NULL);
-        gt_tensor *d = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "ffn_out", E, n),
-                            weight_t(s, w->w_down), h, NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+ffn"), x, d, NULL);
-    }
-
-    /* output: only the rows whose logits are wanted */
-    const int rows = all_logits ? n : 1;
-    gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
-                               x->offset + (size_t)(n - rows) * E * sizeof(float));
-    gt_tensor *xn = new_tensor(s, "out_norm", GT_TYPE_F32, E, rows, s->scratch,
-                               s->act_offset[A_XB]);
-    node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
-    xn = node(s, GT_OP_MUL, same(s, xn, "out_norm*w"), xn, weight_t(s, m->out_norm), NULL);
-    node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
-         weight_t(s, m->output), xn, NULL);
-}
 
 /* --- lifetime ------------------------------------------------------------- */
 
@@ -212,6 +44,11 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     if (s->n_batch > s->n_ctx)
         s->n_batch = s->n_ctx;
     s->kv_dim = hp->n_head_kv * hp->head_dim;
+    if (hp->arch_id != GT_ARCH_LLAMA) {
+        gt_err_set(err, "architecture %s: the runtime reads its weights, but has no graph for it yet",
+                   hp->arch);
+        goto fail;
+    }
 
     /* Every op/type the graph needs, checked up front: an unsupported
      * combination is reported, never computed. */
@@ -338,7 +175,7 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         if (s->be->iface->upload(s->scratch, s->act_offset[A_TOKENS], tokens + done,
                                  sizeof(int32_t) * (size_t)nb, err) != 0)
             return gt_err_wrap(err, "uploading tokens");
-        build_graph(s, nb, pos, all_logits);
+        gt_graph_llama(s, nb, pos, all_logits);
         gt_graph g = {s->nodes, s->n_nodes};
         if (!want)
             g.n_nodes -= 3; /* the output head of a batch whose logits nobody reads */

@@ -1,4 +1,5 @@
-/* model.h: a llama-family model read from a GGUF artifact.
+/* model.h: a model read from a GGUF artifact: the llama family (llama,
+ * mistral) or Gemma 3 (gemma3), each with its own graph.
  *
  * Hyper-parameters come from metadata ("<arch>.block_count", ...); weights
  * stay in the mmapped file (no dequantized copy). The model knows how to
@@ -13,8 +14,14 @@
 #include "gt/gguf.h"
 #include "gt/tokenizer.h"
 
+typedef enum gt_arch {
+    GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
+    GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
+} gt_arch;
+
 typedef struct gt_hparams {
     char arch[32];
+    gt_arch arch_id;   /* which graph the session builds */
     char name[128];
     int n_vocab;
     int n_ctx_train;
@@ -29,7 +36,22 @@ typedef struct gt_hparams {
     float rope_base;
     float rms_eps;
     bool tied_output;  /* output projection shares token_embd.weight */
+    int q_dim;         /* n_head * head_dim (gemma3: 1024, not n_embd) */
+    float attn_scale;  /* softmax scale of q.k (1/sqrt(head_dim)) */
+    float embd_scale;  /* token embeddings are multiplied by it (1; gemma3: sqrt(n_embd)) */
+    int swa_window;    /* sliding window of the local layers (0: every layer is global) */
+    int swa_period;    /* with a window: layer l is global when (l+1) % swa_period == 0 */
+    float rope_base_local; /* rope base of the local layers */
+    /* Hyper-parameters the file has no key for, taken from the architecture's
+     * published defaults ("key=value, ..."; empty when none). */
+    char defaulted[256];
 } gt_hparams;
+
+/* Layer l attends only to the last swa_window positions. */
+static inline bool gt_hparams_layer_local(const gt_hparams *hp, int l)
+{
+    return hp->swa_window > 0 && (hp->swa_period <= 0 || (l + 1) % hp->swa_period != 0);
+}
 
 typedef struct gt_model gt_model;
 

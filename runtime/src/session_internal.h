@@ -1,0 +1,118 @@
+/* session_internal.h: what a graph builder sees of a session: its buffers
+ * and the helpers that make tensors and nodes in the per-batch graph
+ * storage. One builder per architecture (graph_llama.c, graph_gemma3.c);
+ * session.c owns the lifetime and calls the model's builder per batch.
+ * Private to the runtime. */
+#ifndef GT_SESSION_INTERNAL_H
+#define GT_SESSION_INTERNAL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt/backend.h"
+#include "gt/session.h"
+#include "model_internal.h"
+
+/* Activation slots in the scratch buffer (one batch, reused by every layer). */
+enum { A_TOKENS, A_X, A_XB, A_Q, A_K, A_V, A_ATT, A_XB2, A_HG, A_HU, A_COUNT };
+
+struct gt_session {
+    const gt_model *model;
+    gt_backend *be;
+    int n_ctx, n_batch, n_past;
+    int kv_dim;
+
+    gt_buffer **wbuf;       /* (n_shards) */
+    int n_wbuf;
+    gt_buffer *kv;
+    gt_buffer *scratch;
+    gt_buffer *logits_buf;
+    int logits_rows;        /* rows logits_buf holds */
+    size_t act_offset[A_COUNT];
+
+    /* Graph storage, rebuilt per batch. */
+    gt_tensor *t;           /* (max_tensors) */
+    int n_t, max_t;
+    gt_tensor **nodes;      /* (max_tensors) */
+    int n_nodes;
+};
+
+/* --- weights as backend tensors ------------------------------------------ */
+
+static inline void bind_weight(gt_session *s, gt_tensor *t, const gt_gguf_tensor *w)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", w->name);
+    t->type = w->type;
+    t->ne[0] = w->ne[0];
+    t->ne[1] = w->n_elements / w->ne[0];
+    t->buf = s->wbuf[w->shard];
+    t->offset = (size_t)w->offset;
+    t->op = GT_OP_NONE;
+}
+
+/* --- graph building ------------------------------------------------------- */
+
+static inline gt_tensor *new_tensor(gt_session *s, const char *name, gt_type type, int64_t ne0,
+                             int64_t ne1, gt_buffer *buf, size_t offset)
+{
+    /* max_t is sized from the layer count, so running out is a bug here. */
+    if (s->n_t >= s->max_t)
+        abort();
+    gt_tensor *t = &s->t[s->n_t++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->buf = buf;
+    t->offset = offset;
+    return t;
+}
+
+static inline gt_tensor *weight_t(gt_session *s, const gt_gguf_tensor *w)
+{
+    if (s->n_t >= s->max_t)
+        abort();
+    gt_tensor *t = &s->t[s->n_t++];
+    bind_weight(s, t, w);
+    return t;
+}
+
+static inline gt_tensor *act(gt_session *s, int which, const char *name, int64_t cols, int n_tok)
+{
+    return new_tensor(s, name, which == A_TOKENS ? GT_TYPE_I32 : GT_TYPE_F32, cols, n_tok,
+                      s->scratch, s->act_offset[which]);
+}
+
+/* A node writing into `dst`'s storage. */
+static inline gt_tensor *node(gt_session *s, gt_op op, gt_tensor *dst, gt_tensor *a, gt_tensor *b,
+                       gt_tensor *c)
+{
+    dst->op = op;
+    dst->src[0] = a;
+    dst->src[1] = b;
+    dst->src[2] = c;
+    s->nodes[s->n_nodes++] = dst;
+    return dst;
+}
+
+static inline gt_tensor *same(gt_session *s, gt_tensor *like, const char *name)
+{
+    return new_tensor(s, name, like->type, like->ne[0], like->ne[1], like->buf, like->offset);
+}
+
+static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */)
+{
+    size_t per = (size_t)s->n_ctx * s->kv_dim * sizeof(float);
+    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, s->n_ctx, s->kv,
+                      ((size_t)layer * 2 + which) * per);
+}
+
+/* The forward pass of n tokens at positions pos0.. into s->nodes; the
+ * last three nodes are the output head (norm, weight, logits), which
+ * session.c drops for a batch whose logits nobody reads. */
+void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
+
+#endif
