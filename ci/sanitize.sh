@@ -31,6 +31,9 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:quarantine_size_mb=1:thread_local_quarantine_size_kb=64}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$SUPP:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# Instrumented code runs 3-5x slower: the Check cases' timeouts scale with it
+# (CTest's per-test TIMEOUT does too, in tests/CMakeLists.txt).
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 cd "$BUILD"
 start=$(date +%s)
 rc=0

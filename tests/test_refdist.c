@@ -105,16 +105,16 @@ START_TEST(numerics_version_bump_misses)
 }
 END_TEST
 
-static const char *tmp_quant(const char *src, const char *type)
+/* src quantized to type, at a path of the test's temporary folder (out). */
+static const char *tmp_quant(const char *src, const char *type, char *out, size_t cap)
 {
     char name[64];
     snprintf(name, sizeof name, "smollm2-%s.gguf", type);
-    const char *out = gt_test_tmp(name);
-    char *keep = strdup(out);
-    int rc = gt_test_sh("%s/gauntlet quantize '%s' '%s' %s > /dev/null 2>&1", GT_BINARY_DIR, src, keep,
+    snprintf(out, cap, "%s", gt_test_tmp(name));
+    int rc = gt_test_sh("%s/gauntlet quantize '%s' '%s' %s > /dev/null 2>&1", GT_BINARY_DIR, src, out,
                         type);
     ck_assert_msg(rc == 0, "gauntlet quantize %s -> %s failed (%d)", src, type, rc);
-    return keep;
+    return out;
 }
 
 /* Logits of the model over one chunk (all positions). */
@@ -143,7 +143,8 @@ enum { CTX = 128, SCORED = 64 };
 START_TEST(smollm2_cached_kl_within_1pct)
 {
     const char *q41 = gt_test_smollm2();
-    const char *f32 = tmp_quant(q41, "f32");
+    char f32_path[4096], q_path[4096];
+    const char *f32 = tmp_quant(q41, "f32", f32_path, sizeof f32_path);
     gt_err err = {{0}};
     gt_model *m;
     ck_assert_msg(gt_model_load(f32, &m, &err) == 0, "%s", err.msg);
@@ -169,7 +170,7 @@ START_TEST(smollm2_cached_kl_within_1pct)
     double *lp = malloc((size_t)nv * sizeof *lp), *lq = malloc((size_t)nv * sizeof *lq);
     double lt[256];
     for (int ti = 0; ti < 2; ti++) {
-        float *q = chunk_logits(tmp_quant(q41, types[ti]), ids, CTX, &nv);
+        float *q = chunk_logits(tmp_quant(q41, types[ti], q_path, sizeof q_path), ids, CTX, &nv);
         double full = 0, cached = 0, gap_sum = 0, old = 0, tail_max = 0;
         long k_sum = 0;
         for (int j = CTX - 1 - SCORED; j < CTX - 1; j++) {
