@@ -204,10 +204,10 @@ static void pack5(const int *u, uint8_t qs[16], uint8_t qh_out[4])
 void gt_quantize_q5_0(const float *x, gt_block_q5_0 *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += GT_QK5_0) {
-        const float max = max_signed(x, GT_QK5_0);
-        const float d = max / -16.0f;
+        /* The least-squares scale of the search, as stored (f16). */
+        y[i].d = gt_f32_to_f16(fit_sym(x, GT_QK5_0, 16));
+        const float d = gt_f16_to_f32(y[i].d);
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = gt_f32_to_f16(d);
         int u[GT_QK5_0];
         for (int j = 0; j < GT_QK5_0; j++)
             u[j] = clampi(near(x[j] * id) + 16, 0, 31);
@@ -223,14 +223,21 @@ void gt_quantize_q5_1(const float *x, gt_block_q5_1 *y, int64_t nb)
             lo = x[j] < lo ? x[j] : lo;
             hi = x[j] > hi ? x[j] : hi;
         }
-        const float d = (hi - lo) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        /* The search's least-squares (scale, min) where the block has a
+         * non-positive minimum (fit_asym keeps min <= 0); the plain range
+         * otherwise. */
+        float d = (hi - lo) / 31.0f, m = lo;
+        if (lo <= 0) {
+            uint8_t q[GT_QK5_1];
+            fit_asym(x, GT_QK5_1, 31, &d, &m, q);
+        }
         y[i].d = gt_f32_to_f16(d);
-        y[i].m = gt_f32_to_f16(lo);
-        const float m = gt_f16_to_f32(y[i].m);
+        y[i].m = gt_f32_to_f16(m);
+        const float dq = gt_f16_to_f32(y[i].d), mq = gt_f16_to_f32(y[i].m);
+        const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
         int u[GT_QK5_1];
         for (int j = 0; j < GT_QK5_1; j++)
-            u[j] = clampi(near((x[j] - m) * id), 0, 31);
+            u[j] = clampi(near((x[j] - mq) * id), 0, 31);
         pack5(u, y[i].qs, y[i].qh);
     }
 }
