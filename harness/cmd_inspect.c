@@ -25,6 +25,7 @@
 
 #include "commands.h"
 #include "gt/gguf.h"
+#include "gt/model.h"
 
 #define HEAD_ELEMS 8     /* array elements shown */
 #define STR_SHOW 64      /* bytes of a string value shown in text */
@@ -225,6 +226,36 @@ static const char *type_label(int type)
     char *b = buf[k++ % 8];
     snprintf(b, sizeof buf[0], "type %d", type);
     return b;
+}
+
+/* The hyper-parameters the runtime reads from the file, and which of them
+ * came from the architecture's defaults because the file has no key. A
+ * file that is not a loadable model (a tokenizer-only GGUF, an unsupported
+ * architecture) says why; that is not an inspect failure. */
+static void print_model(const char *path)
+{
+    gt_model *m;
+    gt_err err = {{0}};
+    if (gt_model_load(path, &m, &err) != 0) {
+        printf("\nmodel: not loadable by the runtime: %s\n", err.msg);
+        return;
+    }
+    const gt_hparams *hp = gt_model_hparams(m);
+    printf("\nmodel (as the runtime reads it):\n");
+    printf("  architecture  %s\n", hp->arch);
+    printf("  layers %d, n_embd %d, heads %d (kv %d), head_dim %d, q width %d, ffn %d, vocab %d\n",
+           hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->q_dim, hp->n_ff,
+           hp->n_vocab);
+    printf("  rope %s, base %g", hp->rope_mode ? "neox" : "adjacent pairs", hp->rope_base);
+    if (hp->swa_window > 0)
+        printf(" (local layers %g)", hp->rope_base_local);
+    printf("; attention scale %g; rms eps %g\n", hp->attn_scale, hp->rms_eps);
+    if (hp->swa_window > 0)
+        printf("  sliding window %d on local layers; layer l is global when (l+1) %% %d == 0\n",
+               hp->swa_window, hp->swa_period);
+    printf("  defaulted     %s\n",
+           hp->defaulted[0] ? hp->defaulted : "(none: every value is in the file)");
+    gt_model_free(m);
 }
 
 static void print_text(const char *path, const gt_gguf *g, bool tensors)
@@ -511,6 +542,8 @@ int cmd_inspect(int argc, char **argv)
     }
     totals tt;
     count_types(g, &tt);
+    if (!json && !tt.unknown)
+        print_model(path);
     gt_gguf_close(g);
     if (tt.unknown) {
         fprintf(stderr, "gauntlet inspect: %s: %" PRId64 " tensor(s) have a type this runtime does"
