@@ -80,11 +80,14 @@ typedef struct oc_list {
 
 /* ---- cases ------------------------------------------------------------------ */
 
-static const gt_type WEIGHT_TYPES[] = {
-    GT_TYPE_F32,  GT_TYPE_F16,  GT_TYPE_BF16, GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1,
-    GT_TYPE_Q5_0, GT_TYPE_Q5_1, GT_TYPE_Q2_K, GT_TYPE_Q3_K, GT_TYPE_Q4_K, GT_TYPE_Q5_K,
-    GT_TYPE_Q6_K, GT_TYPE_IQ4_NL};
-#define N_WEIGHT_TYPES (int)(sizeof WEIGHT_TYPES / sizeof WEIGHT_TYPES[0])
+/* The first six types' cases come first and keep the case numbers (so the
+ * inputs) they had before the K-quant family was added; the later types'
+ * cases are appended after every other op's. */
+static const gt_type WEIGHT_TYPES[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
+                                       GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
+static const gt_type LATER_TYPES[] = {GT_TYPE_Q5_0, GT_TYPE_Q5_1, GT_TYPE_IQ4_NL, GT_TYPE_Q2_K,
+                                      GT_TYPE_Q3_K, GT_TYPE_Q4_K, GT_TYPE_Q5_K, GT_TYPE_Q6_K};
+#define N_OF(a) (int)(sizeof a / sizeof a[0])
 
 static bool quantized(gt_type t)
 {
@@ -115,13 +118,13 @@ static oc_src S(gt_type type, int64_t ne0, int64_t ne1, int fill, int64_t param)
     return (oc_src){type, ne0, ne1, fill, param};
 }
 
-static void cases_get_rows(oc_list *l)
+static void cases_get_rows(oc_list *l, const gt_type *types, int n_types)
 {
     static const int64_t ks[] = {37, 64, 1024}, ids[] = {1, 7, 64};
-    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++)
+    for (int ti = 0; ti < n_types; ti++)
         for (int ki = 0; ki < 3; ki++)
             for (int ii = 0; ii < 3; ii++) {
-                const gt_type t = WEIGHT_TYPES[ti];
+                const gt_type t = types[ti];
                 if (!fits(t, ks[ki]))
                     continue;
                 oc_case *c = add(l, GT_OP_GET_ROWS, t);
@@ -137,16 +140,18 @@ static void cases_get_rows(oc_list *l)
             }
 }
 
-static void cases_mul_mat(oc_list *l)
+/* later: the K-quant shapes (K = 512, 2048) are for the later types only. */
+static void cases_mul_mat(oc_list *l, const gt_type *types, int n_types, bool later)
 {
     static const int64_t shapes[][2] = {{32, 1},    {64, 33},   {96, 67},  {256, 1000},
                                         {576, 129}, {1536, 96}, {37, 19},  {100, 65},
                                         {512, 7},   {2048, 40}};
     static const int64_t batches[] = {1, 2, 7, 64, 512};
-    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++)
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    const size_t n_shapes = sizeof shapes / sizeof shapes[0] - (later ? 0 : 2);
+    for (int ti = 0; ti < n_types; ti++)
+        for (size_t si = 0; si < n_shapes; si++)
             for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-                const gt_type t = WEIGHT_TYPES[ti];
+                const gt_type t = types[ti];
                 const int64_t k = shapes[si][0], n = shapes[si][1], m = batches[bi];
                 if (!fits(t, k))
                     continue;
@@ -558,13 +563,15 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     oc_list l = {calloc(MAX_CASES, sizeof(oc_case)), 0, o->op, o->type};
     if (!l.c)
         return gt_err_set(err, "out of memory");
-    cases_get_rows(&l);
+    cases_get_rows(&l, WEIGHT_TYPES, N_OF(WEIGHT_TYPES));
     cases_elementwise(&l);
     cases_rms_small(&l);
-    cases_mul_mat(&l);
+    cases_mul_mat(&l, WEIGHT_TYPES, N_OF(WEIGHT_TYPES), false);
     cases_rope(&l);
     cases_kv_store(&l);
     cases_attention(&l);
+    cases_get_rows(&l, LATER_TYPES, N_OF(LATER_TYPES));
+    cases_mul_mat(&l, LATER_TYPES, N_OF(LATER_TYPES), true);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
         const oc_case *c = &l.c[i];

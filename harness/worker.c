@@ -284,10 +284,17 @@ static int check_support(worker *w, gt_backend *b, const char *artifact)
     }
     bool need[GT_OP_COUNT][GT_TYPE_COUNT] = {{false}};
     /* Activation ops: always f32 (backend.h); weights come from the scan. */
-    static const gt_op F32_OPS[] = {GT_OP_RMS_NORM, GT_OP_ADD,       GT_OP_ROPE,
-                                    GT_OP_KV_STORE, GT_OP_ATTENTION, GT_OP_SILU_MUL};
+    static const gt_op F32_OPS[] = {GT_OP_RMS_NORM, GT_OP_ADD, GT_OP_ROPE, GT_OP_KV_STORE,
+                                    GT_OP_ATTENTION};
     for (size_t i = 0; i < sizeof F32_OPS / sizeof *F32_OPS; i++)
         need[F32_OPS[i]][GT_TYPE_F32] = true;
+    /* The FFN's activation: gated GELU and the embedding scale for Gemma 3,
+     * SwiGLU for the llama family. */
+    const char *arch = gt_gguf_get_str(g, "general.architecture");
+    if (arch && strcmp(arch, "gemma3") == 0)
+        need[GT_OP_GELU_MUL][GT_TYPE_F32] = need[GT_OP_SCALE][GT_TYPE_F32] = true;
+    else
+        need[GT_OP_SILU_MUL][GT_TYPE_F32] = true;
     bool has_output = gt_gguf_find_tensor(g, "output.weight") != NULL;
     for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);

@@ -180,6 +180,11 @@ static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
                      gt_op_name(op), gt_type_name(type));
         return false;
     }
+    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on cpu yet */
+        if (why && why_len)
+            snprintf(why, why_len, "%s is not implemented on cpu yet", gt_op_name(op));
+        return false;
+    }
     if (type == GT_TYPE_F32)
         return true;
     if (why && why_len)

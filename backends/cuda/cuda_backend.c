@@ -336,6 +336,11 @@ static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t
                      gt_type_name(type));
         return false;
     }
+    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on cuda yet */
+        if (why && why_len)
+            snprintf(why, why_len, "%s is not implemented on cuda yet", gt_op_name(op));
+        return false;
+    }
     if (op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32)
         return true;
     if (why && why_len)

@@ -648,6 +648,10 @@ bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t wh
                                "q4_0, q4_1)", gt_type_name(type));
         return false;
     }
+    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on opencl yet */
+        snprintf(why, why_len, "%s is not implemented on opencl yet", gt_op_name(op));
+        return false;
+    }
     if (type == GT_TYPE_F32)
         return true;
     snprintf(why, why_len, "%s runs on f32 activations only, not %s", gt_op_name(op),

@@ -132,12 +132,13 @@ static void op_kv_store(gt_tensor *t)
 }
 
 /* Causal attention with grouped KV heads: query head h reads KV head
- * h / (n_head / n_kv_head). Row i sees cache rows 0..pos0+i. */
+ * h / (n_head / n_kv_head). Row i sees cache rows 0..pos0+i, or with a
+ * window w (iparams[4]) only the last w of them. */
 static int op_attention(gt_tensor *t, gt_err *err)
 {
     const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2];
-    const int pos0 = t->iparams[3];
+    const int pos0 = t->iparams[3], window = t->iparams[4];
     const double scale = t->fparams[0];
     const int64_t kv_dim = (int64_t)n_kv * hd, q_dim = (int64_t)n_head * hd;
     const int group = n_head / n_kv;
@@ -146,11 +147,12 @@ static int op_attention(gt_tensor *t, gt_err *err)
         return gt_err_set(err, "ATTENTION: out of memory");
     for (int64_t i = 0; i < q->ne[1]; i++) {
         const int n_seen = pos0 + (int)i + 1;
+        const int first = window > 0 && n_seen > window ? n_seen - window : 0;
         for (int h = 0; h < n_head; h++) {
             const float *qh = f32(q) + i * q_dim + (int64_t)h * hd;
             const int64_t kv_off = (int64_t)(h / group) * hd;
             double max = -INFINITY;
-            for (int p = 0; p < n_seen; p++) {
+            for (int p = first; p < n_seen; p++) {
                 const float *kp = f32(kc) + p * kv_dim + kv_off;
                 double dot = 0.0;
                 for (int d = 0; d < hd; d++)
@@ -160,14 +162,14 @@ static int op_attention(gt_tensor *t, gt_err *err)
                     max = score[p];
             }
             double denom = 0.0;
-            for (int p = 0; p < n_seen; p++) {
+            for (int p = first; p < n_seen; p++) {
                 score[p] = exp(score[p] - max);
                 denom += score[p];
             }
             float *out = f32(t) + i * q_dim + (int64_t)h * hd;
             for (int d = 0; d < hd; d++) {
                 double acc = 0.0;
-                for (int p = 0; p < n_seen; p++)
+                for (int p = first; p < n_seen; p++)
                     acc += score[p] * f32(vc)[p * kv_dim + kv_off + d];
                 out[d] = (float)(acc / denom);
             }
@@ -189,6 +191,29 @@ static void op_silu_mul(gt_tensor *t)
     }
 }
 
+/* t = gelu(a) * b, gelu in its tanh form (backend.h) */
+static void op_gelu_mul(gt_tensor *t)
+{
+    const int64_t n = t->ne[0] * t->ne[1];
+    const float *a = f32(t->src[0]), *b = f32(t->src[1]);
+    float *y = f32(t);
+    const double c = 0.79788456080286535588; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const double x = a[i];
+        y[i] = (float)(0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))) * b[i]);
+    }
+}
+
+/* t = a * fparams[0] */
+static void op_scale(gt_tensor *t)
+{
+    const int64_t n = t->ne[0] * t->ne[1];
+    const float *a = f32(t->src[0]);
+    float *y = f32(t);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] * t->fparams[0];
+}
+
 static int ref_compute(gt_backend *b, const gt_graph *g, gt_err *err)
 {
     (void)b;
@@ -206,6 +231,8 @@ static int ref_compute(gt_backend *b, const gt_graph *g, gt_err *err)
         case GT_OP_KV_STORE: op_kv_store(t); break;
         case GT_OP_ATTENTION: rc = op_attention(t, err); break;
         case GT_OP_SILU_MUL: op_silu_mul(t); break;
+        case GT_OP_GELU_MUL: op_gelu_mul(t); break;
+        case GT_OP_SCALE: op_scale(t); break;
         default: return gt_err_set(err, "reference: op %d not implemented", (int)t->op);
         }
         if (rc != 0)

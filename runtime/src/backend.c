@@ -23,6 +23,7 @@ static const char *const OP_NAMES[GT_OP_COUNT] = {
     [GT_OP_ADD] = "ADD",           [GT_OP_MUL] = "MUL",
     [GT_OP_ROPE] = "ROPE",         [GT_OP_KV_STORE] = "KV_STORE",
     [GT_OP_ATTENTION] = "ATTENTION", [GT_OP_SILU_MUL] = "SILU_MUL",
+    [GT_OP_GELU_MUL] = "GELU_MUL",   [GT_OP_SCALE] = "SCALE",
 };
 
 const char *gt_op_name(gt_op op)

@@ -44,11 +44,6 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     if (s->n_batch > s->n_ctx)
         s->n_batch = s->n_ctx;
     s->kv_dim = hp->n_head_kv * hp->head_dim;
-    if (hp->arch_id != GT_ARCH_LLAMA) {
-        gt_err_set(err, "architecture %s: the runtime reads its weights, but has no graph for it yet",
-                   hp->arch);
-        goto fail;
-    }
 
     /* Every op/type the graph needs, checked up front: an unsupported
      * combination is reported, never computed. */
@@ -63,8 +58,12 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
             goto fail;
         }
     }
+    const bool gemma3 = hp->arch_id == GT_ARCH_GEMMA3;
     for (gt_op op = GT_OP_RMS_NORM; op < GT_OP_COUNT; op++) {
-        if (op != GT_OP_MUL_MAT && !gt_backend_supports(b, op, GT_TYPE_F32, why, sizeof why)) {
+        const bool used = op == GT_OP_SILU_MUL ? !gemma3
+                        : op == GT_OP_GELU_MUL || op == GT_OP_SCALE ? gemma3
+                                                                    : op != GT_OP_MUL_MAT;
+        if (used && !gt_backend_supports(b, op, GT_TYPE_F32, why, sizeof why)) {
             gt_err_set(err, "backend %s does not support %s%s%s", b->info.backend, gt_op_name(op),
                        why[0] ? ": " : "", why);
             goto fail;
@@ -104,7 +103,7 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         goto fail;
     s->logits_rows = 1;
 
-    s->max_t = 8 + hp->n_layer * 40;
+    s->max_t = 8 + hp->n_layer * 64; /* gemma3 makes ~50 tensors a layer, llama ~35 */
     s->t = calloc((size_t)s->max_t, sizeof *s->t);
     s->nodes = calloc((size_t)s->max_t, sizeof *s->nodes);
     if (!s->t || !s->nodes) {
@@ -175,7 +174,10 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         if (s->be->iface->upload(s->scratch, s->act_offset[A_TOKENS], tokens + done,
                                  sizeof(int32_t) * (size_t)nb, err) != 0)
             return gt_err_wrap(err, "uploading tokens");
-        gt_graph_llama(s, nb, pos, all_logits);
+        if (s->model->hp.arch_id == GT_ARCH_GEMMA3)
+            gt_graph_gemma3(s, nb, pos, all_logits);
+        else
+            gt_graph_llama(s, nb, pos, all_logits);
         gt_graph g = {s->nodes, s->n_nodes};
         if (!want)
             g.n_nodes -= 3; /* the output head of a batch whose logits nobody reads */

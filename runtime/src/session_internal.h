@@ -114,5 +114,6 @@ static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 
  * last three nodes are the output head (norm, weight, logits), which
  * session.c drops for a batch whose logits nobody reads. */
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
 
 #endif

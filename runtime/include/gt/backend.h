@@ -30,12 +30,19 @@
  *   ATTENTION causal multi-head attention with GQA:
  *             a = q F32 [n_tok rows of n_head*head_dim], b = K cache,
  *             c = V cache (F32 [n_ctx rows of n_kv*head_dim]);
- *             iparams: [0]=n_head, [1]=n_kv_head, [2]=head_dim, [3]=pos0;
- *             fparams[0]=scale. Row i attends cache rows 0..pos0+i.
+ *             iparams: [0]=n_head, [1]=n_kv_head, [2]=head_dim, [3]=pos0,
+ *             [4]=window (0 = none); fparams[0]=scale. Row i (position
+ *             p = pos0+i) attends cache rows 0..p, or with a window w only
+ *             rows max(0, p-w+1)..p (a sliding-window layer).
  *             t: F32 [n_tok rows of n_head*head_dim]
  *   SILU_MUL  t = silu(a) * b                      same shapes
+ *   GELU_MUL  t = gelu(a) * b, gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *             (the tanh form Gemma is trained with)  same shapes
+ *   SCALE     t = a * fparams[0]                   (Gemma's embedding scale)
  * In-place nodes (t shares a's storage) are allowed for ADD, MUL, RMS_NORM,
- * ROPE and SILU_MUL; backends must handle that. */
+ * ROPE, SILU_MUL, GELU_MUL and SCALE; backends must handle that. A backend
+ * says which ops it computes in supports(); a session checks every op its
+ * model's graph uses before it runs anything. */
 #ifndef GT_BACKEND_H
 #define GT_BACKEND_H
 
@@ -57,6 +64,8 @@ typedef enum gt_op {
     GT_OP_KV_STORE,
     GT_OP_ATTENTION,
     GT_OP_SILU_MUL,
+    GT_OP_GELU_MUL,
+    GT_OP_SCALE,
     GT_OP_COUNT
 } gt_op;
 
