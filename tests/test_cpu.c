@@ -10,9 +10,11 @@
  *   refuses malformed nodes with a message instead of computing garbage; a
  *   bad GT_CPU_ISA or GT_CPU_ACT is a configuration error; the device info
  *   is filled.
- * - Kernels: every ISA's f32-activation dots of Q8_0/Q4_0/Q4_1 weights
- *   against a double-precision dot of the dequantized row, at lengths that
- *   cross the kernels' unroll and chunk boundaries.
+ * - Kernels: every ISA's f32-activation dots of every quantized weight type
+ *   (Q8_0, Q4_0/1, Q5_0/1, IQ4_NL, Q2_K..Q6_K) against a double-precision
+ *   dot of the dequantized row, and every ISA's dequantizers against
+ *   gt_dequantize_row bit for bit, at lengths that cross the kernels'
+ *   unroll and chunk boundaries; an ISA this CPU lacks is a printed skip.
  * - End to end: greedy generation on stories260K (F32; its synthetic
  *   stand-in without ../shared, gt_test_llama) equals the reference's for
  *   64 tokens on several prompts, and a batched prefill (BLAS path) gives
@@ -24,6 +26,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -150,14 +153,19 @@ START_TEST(reference_blas_driver)
 }
 END_TEST
 
+/* Every weight type the CPU backend has kernels for. */
+static const gt_type weight_types[] = {
+    GT_TYPE_F32,  GT_TYPE_F16,  GT_TYPE_BF16, GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1, GT_TYPE_Q5_0,
+    GT_TYPE_Q5_1, GT_TYPE_Q2_K, GT_TYPE_Q3_K, GT_TYPE_Q4_K, GT_TYPE_Q5_K, GT_TYPE_Q6_K, GT_TYPE_IQ4_NL};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+
 START_TEST(supports_and_info)
 {
     gt_backend *b = open_backend("cpu", 0, NULL);
     char why[256];
-    const gt_type w[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16, GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
-        ck_assert(gt_backend_supports(b, GT_OP_MUL_MAT, w[i], why, sizeof why));
-        ck_assert(gt_backend_supports(b, GT_OP_GET_ROWS, w[i], why, sizeof why));
+    for (size_t i = 0; i < N_WEIGHT_TYPES; i++) {
+        ck_assert(gt_backend_supports(b, GT_OP_MUL_MAT, weight_types[i], why, sizeof why));
+        ck_assert(gt_backend_supports(b, GT_OP_GET_ROWS, weight_types[i], why, sizeof why));
     }
     for (gt_op op = GT_OP_GET_ROWS; op <= GT_OP_SILU_MUL; op++) /* the llama graph's ops */
         ck_assert(gt_backend_supports(b, op, GT_TYPE_F32, why, sizeof why));
@@ -165,8 +173,13 @@ START_TEST(supports_and_info)
     ck_assert(!gt_backend_supports(b, GT_OP_GELU_MUL, GT_TYPE_F32, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "not implemented on cpu"));
     ck_assert(!gt_backend_supports(b, GT_OP_SCALE, GT_TYPE_F32, why, sizeof why));
-    ck_assert(!gt_backend_supports(b, GT_OP_MUL_MAT, (gt_type)14 /* Q6_K */, why, sizeof why));
+    /* Q8_K is an activation format (no model stores weights in it). */
+    ck_assert(!gt_backend_supports(b, GT_OP_MUL_MAT, GT_TYPE_Q8_K, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "no MUL_MAT kernel"));
+    /* The refusal names every weight type the backend has. */
+    for (size_t i = 0; i < N_WEIGHT_TYPES; i++)
+        ck_assert_msg(strstr(why, gt_type_name(weight_types[i])), "'%s' lacks %s", why,
+                      gt_type_name(weight_types[i]));
     ck_assert(!gt_backend_supports(b, GT_OP_MUL_MAT, GT_TYPE_I32, why, sizeof why));
     ck_assert(!gt_backend_supports(b, GT_OP_RMS_NORM, GT_TYPE_F16, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "f32"));
@@ -296,31 +309,85 @@ static bool isa_available(const char *isa)
     return rc == 0;
 }
 
+static bool kernels_for(const char *isa, gt_cpu_kernels *k)
+{
+    if (strcmp(isa, "scalar") == 0) {
+        gt_cpu_kernels_scalar(k);
+        return true;
+    }
+    return strcmp(isa, "avx2") == 0 ? gt_cpu_kernels_avx2(k) : gt_cpu_kernels_avx512(k);
+}
+
+/* The quantized weight types, and the block counts each kernel test runs:
+ * for the 32-element types 1, odd, the 2-block unroll, the 8-block scale
+ * gather and the 64-block chunks; for the 256-element K-quants 1, odd, 6
+ * (SmolLM2's ffn_down rows of 1536) and both sides of the 8-super-block
+ * scale chunks. */
+static const gt_type quant_types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1, GT_TYPE_Q5_0,
+                                      GT_TYPE_Q5_1, GT_TYPE_IQ4_NL, GT_TYPE_Q2_K, GT_TYPE_Q3_K,
+                                      GT_TYPE_Q4_K, GT_TYPE_Q5_K, GT_TYPE_Q6_K};
+#define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
+static const int64_t nbs32[] = {1, 2, 3, 7, 8, 9, 17, 63, 64, 65, 130};
+static const int64_t nbs256[] = {1, 2, 3, 6, 7, 8, 9, 16, 17};
+#define KMAXN (17 * 256) /* >= 130 * 32 */
+
+static uint32_t lcg(uint32_t *r)
+{
+    *r = *r * 1664525u + 1013904223u;
+    return *r;
+}
+
+/* Row of random bytes as blocks of t: every bit pattern of quants, high
+ * bits and sub-block scales occurs, which quantizing smooth data does not
+ * guarantee (e.g. Q3_K scales near 0 or 63, Q5 high bits all set). The f16
+ * scales are then set to finite values of either sign, so that the
+ * dequantized values are finite. */
+static void random_blocks(gt_type t, void *row, int64_t n, uint32_t *r)
+{
+    const gt_type_traits *tr = gt_type_info(t);
+    const int64_t nb = n / tr->block_size;
+    uint8_t *p = row;
+    for (size_t i = 0; i < (size_t)nb * tr->block_bytes; i++)
+        p[i] = (uint8_t)(lcg(r) >> 24);
+    size_t off[2] = {0, 0};
+    int n_off = 1;
+    switch (t) {
+    case GT_TYPE_Q4_1: case GT_TYPE_Q5_1: off[1] = 2; n_off = 2; break;
+    case GT_TYPE_Q2_K: off[0] = offsetof(gt_block_q2_K, d); off[1] = offsetof(gt_block_q2_K, dmin); n_off = 2; break;
+    case GT_TYPE_Q3_K: off[0] = offsetof(gt_block_q3_K, d); break;
+    case GT_TYPE_Q4_K: off[1] = offsetof(gt_block_q4_K, dmin); n_off = 2; break;
+    case GT_TYPE_Q5_K: off[1] = offsetof(gt_block_q5_K, dmin); n_off = 2; break;
+    case GT_TYPE_Q6_K: off[0] = offsetof(gt_block_q6_K, d); break;
+    default: break; /* d first */
+    }
+    for (int64_t b = 0; b < nb; b++)
+        for (int j = 0; j < n_off; j++) {
+            const float v = ((float)(lcg(r) >> 8) / (float)(1 << 24) - 0.5f) * 0.02f;
+            const uint16_t h = gt_f32_to_f16(v);
+            memcpy(p + (size_t)b * tr->block_bytes + off[j], &h, sizeof h);
+        }
+}
+
 /* fdot (quantized weights x f32 activations) of every ISA vs a double dot
  * of the dequantized row: the error of a float dot is bounded by about
  * n*eps*sum|w*x|, and in practice ~sqrt(n)*eps of it: measured <= 1e-7
- * here on every ISA, so 1e-5 leaves 100x margin, while the GT_CPU_ACT=q8
- * path on the same data measures 3e-4..7e-3 (so this test would catch an
- * fdot that fell back to 8-bit activations), and a wrong nibble, scale or
- * block offset far more. Block
- * counts cover 1, odd, the 2-block unroll, the 8-block scale gather and
- * the 64-block chunks. A NaN activation must come out as NaN. */
+ * here on every ISA and type, so 1e-5 leaves 100x margin, while the
+ * GT_CPU_ACT=q8 path on the same data measures 3e-4..7e-3 (so this test
+ * would catch an fdot that fell back to 8-bit activations), and a wrong
+ * nibble, high bit, scale or block offset far more. Each length runs on
+ * quantized data (with outliers) and on random blocks. A NaN activation
+ * must come out as NaN. */
 START_TEST(fdot_kernels_vs_double)
 {
     const char *isas[] = {"scalar", "avx2", "avx512"};
-    const gt_type types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
-    const int64_t nbs[] = {1, 2, 3, 7, 8, 9, 17, 63, 64, 65, 130};
-    enum { MAXN = 130 * 32 };
-    float *x = malloc(sizeof(float) * MAXN), *wf = malloc(sizeof(float) * MAXN);
-    float *wd = malloc(sizeof(float) * MAXN);
-    void *wq = malloc(gt_row_size(GT_TYPE_Q8_0, MAXN));
+    float *x = malloc(sizeof(float) * KMAXN), *wf = malloc(sizeof(float) * KMAXN);
+    float *wd = malloc(sizeof(float) * KMAXN);
+    void *wq = malloc(gt_row_size(GT_TYPE_Q8_0, KMAXN));
     ck_assert(x && wf && wd && wq);
     uint32_t r = 12345;
-    for (int i = 0; i < MAXN; i++) {
-        r = r * 1664525u + 1013904223u;
-        x[i] = (float)((int32_t)r >> 8) / (float)(1 << 23);
-        r = r * 1664525u + 1013904223u;
-        wf[i] = (float)((int32_t)r >> 8) / (float)(1 << 23) + (i % 32 == 5 ? 3.0f : 0.0f);
+    for (int i = 0; i < KMAXN; i++) {
+        x[i] = (float)((int32_t)lcg(&r) >> 8) / (float)(1 << 23);
+        wf[i] = (float)((int32_t)lcg(&r) >> 8) / (float)(1 << 23) + (i % 32 == 5 ? 3.0f : 0.0f);
     }
     x[77] *= 40.0f; /* an outlier channel, as real activations have */
     int tested = 0;
@@ -330,41 +397,117 @@ START_TEST(fdot_kernels_vs_double)
             continue;
         }
         gt_cpu_kernels k;
-        const bool ok = strcmp(isas[ii], "scalar") == 0 ? (gt_cpu_kernels_scalar(&k), true)
-                        : strcmp(isas[ii], "avx2") == 0 ? gt_cpu_kernels_avx2(&k)
-                                                        : gt_cpu_kernels_avx512(&k);
-        ck_assert(ok);
-        for (int ti = 0; ti < 3; ti++) {
+        ck_assert(kernels_for(isas[ii], &k));
+        for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
+            const gt_type t = quant_types[ti];
+            const bool kq = gt_type_info(t)->block_size == GT_QK_K;
+            const int64_t *nbs = kq ? nbs256 : nbs32;
+            const size_t n_nbs = kq ? sizeof nbs256 / sizeof nbs256[0] : sizeof nbs32 / sizeof nbs32[0];
+            ck_assert_ptr_nonnull(k.fdot[t]);
             double worst = 0;
-            for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
-                const int64_t n = nbs[ni] * 32;
-                gt_quantize_row(types[ti], wf, wq, n);
-                gt_dequantize_row(types[ti], wq, wd, n);
-                double want = 0, mag = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    want += (double)wd[i] * x[i];
-                    mag += fabs((double)wd[i] * x[i]);
+            for (size_t ni = 0; ni < n_nbs; ni++) {
+                const int64_t n = nbs[ni] * gt_type_info(t)->block_size;
+                for (int src = 0; src < 2; src++) {
+                    if (src == 0)
+                        gt_quantize_row(t, wf, wq, n);
+                    else
+                        random_blocks(t, wq, n, &r);
+                    gt_dequantize_row(t, wq, wd, n);
+                    double want = 0, mag = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        want += (double)wd[i] * x[i];
+                        mag += fabs((double)wd[i] * x[i]);
+                    }
+                    const double got = k.fdot[t](wq, x, n);
+                    const double rel = mag > 0 ? fabs(got - want) / mag : fabs(got);
+                    worst = rel > worst ? rel : worst;
+                    ck_assert_msg(rel <= 1e-5,
+                                  "%s %s n=%lld (%s): fdot %.9g, double %.9g (error %.2e of sum|wx|)",
+                                  isas[ii], gt_type_name(t), (long long)n,
+                                  src ? "random blocks" : "quantized", got, want, rel);
+                    const float keep = x[n - 3];
+                    x[n - 3] = NAN;
+                    ck_assert_msg(isnan(k.fdot[t](wq, x, n)), "%s %s n=%lld: NaN lost", isas[ii],
+                                  gt_type_name(t), (long long)n);
+                    x[n - 3] = keep;
+                    tested++;
                 }
-                ck_assert_ptr_nonnull(k.fdot[types[ti]]);
-                const double got = k.fdot[types[ti]](wq, x, n);
-                const double rel = fabs(got - want) / mag;
-                worst = rel > worst ? rel : worst;
-                ck_assert_msg(rel <= 1e-5, "%s %s n=%lld: fdot %.9g, double %.9g (error %.2e of sum|wx|)",
-                              isas[ii], gt_type_name(types[ti]), (long long)n, got, want, rel);
-                const float keep = x[n - 3];
-                x[n - 3] = NAN;
-                ck_assert_msg(isnan(k.fdot[types[ti]](wq, x, n)), "%s %s n=%lld: NaN lost", isas[ii],
-                              gt_type_name(types[ti]), (long long)n);
-                x[n - 3] = keep;
-                tested++;
             }
-            printf("fdot %s %s: worst error %.2e of sum|w*x|\n", isas[ii], gt_type_name(types[ti]), worst);
+            printf("fdot %s %s: worst error %.2e of sum|w*x|\n", isas[ii], gt_type_name(t), worst);
         }
     }
     ck_assert_int_gt(tested, 0);
     free(x);
     free(wf);
     free(wd);
+    free(wq);
+}
+END_TEST
+
+/* dequant (the BLAS path's tiles, GET_ROWS) of every ISA vs
+ * gt_dequantize_row, bit for bit (memcmp, so even the sign of a zero
+ * counts): every kernel forms the same f32 products in the same order as
+ * the definition (scale times sub-scale, times q, then the min subtracted,
+ * each rounded on its own; no FMA), so nothing but an error can make them
+ * differ. Random blocks and quantized data, at the fdot test's lengths,
+ * into a destination that is deliberately misaligned by one float. */
+START_TEST(dequant_kernels_bit_exact)
+{
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    float *wf = malloc(sizeof(float) * KMAXN), *want = malloc(sizeof(float) * KMAXN);
+    float *got = malloc(sizeof(float) * (KMAXN + 1));
+    void *wq = malloc(gt_row_size(GT_TYPE_Q8_0, KMAXN));
+    ck_assert(wf && want && got && wq);
+    uint32_t r = 777;
+    for (int i = 0; i < KMAXN; i++)
+        wf[i] = (float)((int32_t)lcg(&r) >> 8) / (float)(1 << 23) + (i % 32 == 5 ? 3.0f : 0.0f);
+    int tested = 0;
+    for (int ii = 0; ii < 3; ii++) {
+        if (!isa_available(isas[ii])) {
+            printf("dequant: %s not available on this CPU: skipped\n", isas[ii]);
+            continue;
+        }
+        gt_cpu_kernels k;
+        ck_assert(kernels_for(isas[ii], &k));
+        for (size_t ti = 0; ti < N_QUANT_TYPES; ti++) {
+            const gt_type t = quant_types[ti];
+            const bool kq = gt_type_info(t)->block_size == GT_QK_K;
+            const int64_t *nbs = kq ? nbs256 : nbs32;
+            const size_t n_nbs = kq ? sizeof nbs256 / sizeof nbs256[0] : sizeof nbs32 / sizeof nbs32[0];
+            ck_assert_ptr_nonnull(k.dequant[t]);
+            int n_cases = 0;
+            for (size_t ni = 0; ni < n_nbs; ni++) {
+                const int64_t n = nbs[ni] * gt_type_info(t)->block_size;
+                for (int src = 0; src < 2; src++) {
+                    if (src == 0)
+                        gt_quantize_row(t, wf, wq, n);
+                    else
+                        random_blocks(t, wq, n, &r);
+                    gt_dequantize_row(t, wq, want, n);
+                    memset(got, 0xAB, sizeof(float) * (size_t)(n + 1));
+                    k.dequant[t](wq, got + 1, n);
+                    int64_t bad = -1;
+                    for (int64_t i = 0; i < n && bad < 0; i++)
+                        if (memcmp(&got[1 + i], &want[i], sizeof(float)) != 0)
+                            bad = i;
+                    ck_assert_msg(bad < 0, "%s %s n=%lld (%s): element %lld is %.9g, not %.9g", isas[ii],
+                                  gt_type_name(t), (long long)n, src ? "random blocks" : "quantized",
+                                  (long long)bad, bad < 0 ? 0.0 : got[1 + bad], bad < 0 ? 0.0 : want[bad]);
+                    uint32_t guard;
+                    memcpy(&guard, got, sizeof guard);
+                    ck_assert_msg(guard == 0xABABABABu, "%s %s: wrote before its row", isas[ii],
+                                  gt_type_name(t));
+                    n_cases++;
+                    tested++;
+                }
+            }
+            printf("dequant %s %s: %d rows bit-exact\n", isas[ii], gt_type_name(t), n_cases);
+        }
+    }
+    ck_assert_int_gt(tested, 0);
+    free(wf);
+    free(want);
+    free(got);
     free(wq);
 }
 END_TEST
@@ -663,6 +806,7 @@ int main(void)
     tcase_add_test(tk, bad_isa_is_an_error);
     tcase_add_test(tk, compute_rejects_malformed_nodes);
     tcase_add_test(tk, fdot_kernels_vs_double);
+    tcase_add_test(tk, dequant_kernels_bit_exact);
     suite_add_tcase(s, tk);
     TCase *te = tcase_create("end-to-end");
     tcase_set_timeout(te, 600);

@@ -32,10 +32,21 @@
 #define DEFAULT_BLAS_MIN_BATCH 16
 #define MAX_THREADS 256
 
+/* Weight types with fdot and dequant kernels in every table; listed in
+ * supports()'s refusal as WEIGHT_TYPES. */
+#define WEIGHT_TYPES "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl"
+
 static bool is_weight_type(gt_type t)
 {
-    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
-           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+    switch (t) {
+    case GT_TYPE_F32: case GT_TYPE_F16: case GT_TYPE_BF16: case GT_TYPE_Q8_0:
+    case GT_TYPE_Q4_0: case GT_TYPE_Q4_1: case GT_TYPE_Q5_0: case GT_TYPE_Q5_1:
+    case GT_TYPE_Q2_K: case GT_TYPE_Q3_K: case GT_TYPE_Q4_K: case GT_TYPE_Q5_K:
+    case GT_TYPE_Q6_K: case GT_TYPE_IQ4_NL:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* ---- ISA ------------------------------------------------------------------ */
@@ -176,7 +187,7 @@ static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
         if (is_weight_type(type))
             return true;
         if (why && why_len)
-            snprintf(why, why_len, "no %s kernel for %s weights (cpu has f32 f16 bf16 q8_0 q4_0 q4_1)",
+            snprintf(why, why_len, "no %s kernel for %s weights (cpu has " WEIGHT_TYPES ")",
                      gt_op_name(op), gt_type_name(type));
         return false;
     }

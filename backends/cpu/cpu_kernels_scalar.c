@@ -144,6 +144,203 @@ static float fdot_q4_1(const void *w, const float *x, int64_t n)
     return acc;
 }
 
+/* ---- Q5_0, Q5_1, IQ4_NL and the K-quants -----------------------------------
+ * Each block's integers are decoded first (where every element's bits live
+ * is spelled out at the top of runtime/src/quant_k.c), then dotted with the
+ * activations per scale group (sub-block): with x ~ d1*q - m1,
+ *   sum x*a = d1 * sum q*a - m1 * sum a.
+ * The dequantizers form every product in the order gt_dequantize_row does
+ * (scale first, then times q, then the min subtracted), so they are
+ * bit-exact with it; this project builds as ISO C (-std=c11), where GCC
+ * does not contract a multiply and an add into an FMA. */
+
+/* Element j (0..31) of a Q5 block: nibble plus the fifth bit from qh. */
+static int q5_value(const uint8_t qs[16], uint32_t qh, int j)
+{
+    const int nib = j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4;
+    return nib | (int)(((qh >> j) & 1) << 4);
+}
+
+static float fdot_q5_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q5_0 *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK5_0; i++) {
+        const float *xb = x + i * GT_QK5_0;
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, 4);
+        float s[4] = {0, 0, 0, 0};
+        for (int j = 0; j < GT_QK5_0; j++)
+            s[j % 4] += (float)(q5_value(b[i].qs, qh, j) - 16) * xb[j];
+        acc += gt_f16_to_f32(b[i].d) * ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+    return acc;
+}
+
+static float fdot_q5_1(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q5_1 *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK5_1; i++) {
+        const float *xb = x + i * GT_QK5_1;
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, 4);
+        float s[2] = {0, 0}, sx[2] = {0, 0};
+        for (int j = 0; j < GT_QK5_1; j++) {
+            s[j % 2] += (float)q5_value(b[i].qs, qh, j) * xb[j];
+            sx[j % 2] += xb[j];
+        }
+        acc += gt_f16_to_f32(b[i].d) * (s[0] + s[1]) + gt_f16_to_f32(b[i].m) * (sx[0] + sx[1]);
+    }
+    return acc;
+}
+
+static float fdot_iq4_nl(const void *w, const float *x, int64_t n)
+{
+    const gt_block_iq4_nl *b = w;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK4_NL; i++) {
+        const float *xb = x + i * GT_QK4_NL;
+        float s[4] = {0, 0, 0, 0};
+        for (int j = 0; j < GT_QK4_NL / 2; j++) {
+            s[j % 2] += (float)gt_iq4nl_levels[b[i].qs[j] & 0x0F] * xb[j];
+            s[2 + j % 2] += (float)gt_iq4nl_levels[b[i].qs[j] >> 4] * xb[j + GT_QK4_NL / 2];
+        }
+        acc += gt_f16_to_f32(b[i].d) * ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+    return acc;
+}
+
+/* A super-block as integers q[256] and per-group floats: x[p] = sc[g]*q[p]
+ * - mn[g] with g = p / gsize. sc/mn are the products the format defines
+ * (d*sub-scale, dmin*sub-min), rounded as gt_dequantize_row rounds them. */
+typedef struct kblock {
+    int q[GT_QK_K];
+    float sc[16], mn[16];
+    int gsize; /* 16 or 32 */
+} kblock;
+
+static void decode_q2_K(const gt_block_q2_K *b, kblock *k)
+{
+    const float d = gt_f16_to_f32(b->d), dmin = gt_f16_to_f32(b->dmin);
+    k->gsize = 16;
+    for (int g = 0; g < 16; g++) {
+        k->sc[g] = d * (float)(b->scales[g] & 0xF);
+        k->mn[g] = dmin * (float)(b->scales[g] >> 4);
+    }
+    for (int p = 0; p < GT_QK_K; p++)
+        k->q[p] = (b->qs[32 * (p / 128) + p % 32] >> (2 * ((p % 128) / 32))) & 3;
+}
+
+static void decode_q3_K(const gt_block_q3_K *b, kblock *k)
+{
+    const float d = gt_f16_to_f32(b->d);
+    const uint8_t *s = b->scales;
+    k->gsize = 16;
+    for (int i = 0; i < 4; i++) { /* 16 6-bit scales, stored + 32 */
+        const int v[4] = {(s[i] & 0xF) | ((s[8 + i] & 3) << 4),
+                          (s[4 + i] & 0xF) | (((s[8 + i] >> 2) & 3) << 4),
+                          (s[i] >> 4) | (((s[8 + i] >> 4) & 3) << 4),
+                          (s[4 + i] >> 4) | (((s[8 + i] >> 6) & 3) << 4)};
+        for (int j = 0; j < 4; j++) {
+            k->sc[4 * j + i] = d * (float)(v[j] - 32);
+            k->mn[4 * j + i] = 0.0f;
+        }
+    }
+    for (int p = 0; p < GT_QK_K; p++) {
+        const int lo = (b->qs[32 * (p / 128) + p % 32] >> (2 * ((p % 128) / 32))) & 3;
+        const int hbit = (b->hmask[p % 32] >> (p / 32)) & 1;
+        k->q[p] = lo - (hbit ? 0 : 4);
+    }
+}
+
+/* Q4_K and Q5_K: 8 groups of 32 with 6-bit scales and mins. */
+static void k_scales_8(const uint8_t scales[12], uint16_t d16, uint16_t dmin16, kblock *k)
+{
+    const float d = gt_f16_to_f32(d16), dmin = gt_f16_to_f32(dmin16);
+    k->gsize = 32;
+    for (int g = 0; g < 8; g++) {
+        uint8_t sc, m;
+        gt_k_scale_min(scales, g, &sc, &m);
+        k->sc[g] = d * (float)sc;
+        k->mn[g] = dmin * (float)m;
+    }
+}
+
+static void decode_q4_K(const gt_block_q4_K *b, kblock *k)
+{
+    k_scales_8(b->scales, b->d, b->dmin, k);
+    for (int p = 0; p < GT_QK_K; p++) {
+        const uint8_t byte = b->qs[32 * (p / 64) + p % 32];
+        k->q[p] = (p % 64) < 32 ? byte & 0xF : byte >> 4;
+    }
+}
+
+static void decode_q5_K(const gt_block_q5_K *b, kblock *k)
+{
+    k_scales_8(b->scales, b->d, b->dmin, k);
+    for (int p = 0; p < GT_QK_K; p++) {
+        const uint8_t byte = b->qs[32 * (p / 64) + p % 32];
+        const int lo = (p % 64) < 32 ? byte & 0xF : byte >> 4;
+        k->q[p] = lo | (((b->qh[p % 32] >> (p / 32)) & 1) << 4);
+    }
+}
+
+static void decode_q6_K(const gt_block_q6_K *b, kblock *k)
+{
+    const float d = gt_f16_to_f32(b->d);
+    k->gsize = 16;
+    for (int g = 0; g < 16; g++) {
+        k->sc[g] = d * (float)b->scales[g];
+        k->mn[g] = 0.0f;
+    }
+    for (int p = 0; p < GT_QK_K; p++) {
+        const int h = p / 128, r = p % 128;
+        const uint8_t l = b->ql[64 * h + p % 32 + 32 * ((r % 64) / 32)];
+        const int lo = r < 64 ? l & 0xF : l >> 4;
+        const int hi = (b->qh[32 * h + p % 32] >> (2 * (r / 32))) & 3;
+        k->q[p] = (lo | (hi << 4)) - 32;
+    }
+}
+
+static void decode_k(gt_type t, const void *blk, kblock *k)
+{
+    switch (t) {
+    case GT_TYPE_Q2_K: decode_q2_K(blk, k); return;
+    case GT_TYPE_Q3_K: decode_q3_K(blk, k); return;
+    case GT_TYPE_Q4_K: decode_q4_K(blk, k); return;
+    case GT_TYPE_Q5_K: decode_q5_K(blk, k); return;
+    default: decode_q6_K(blk, k); return;
+    }
+}
+
+static float fdot_k(gt_type t, const void *w, const float *x, int64_t n)
+{
+    const size_t bytes = gt_type_info(t)->block_bytes;
+    kblock k;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / GT_QK_K; i++) {
+        decode_k(t, (const char *)w + (size_t)i * bytes, &k);
+        const float *xb = x + i * GT_QK_K;
+        for (int g = 0; g < GT_QK_K / k.gsize; g++) {
+            float s[2] = {0, 0}, sx[2] = {0, 0};
+            for (int j = 0; j < k.gsize; j++) {
+                const int p = g * k.gsize + j;
+                s[j % 2] += (float)k.q[p] * xb[p];
+                sx[j % 2] += xb[p];
+            }
+            acc += k.sc[g] * (s[0] + s[1]) - k.mn[g] * (sx[0] + sx[1]);
+        }
+    }
+    return acc;
+}
+
+static float fdot_q2_K(const void *w, const float *x, int64_t n) { return fdot_k(GT_TYPE_Q2_K, w, x, n); }
+static float fdot_q3_K(const void *w, const float *x, int64_t n) { return fdot_k(GT_TYPE_Q3_K, w, x, n); }
+static float fdot_q4_K(const void *w, const float *x, int64_t n) { return fdot_k(GT_TYPE_Q4_K, w, x, n); }
+static float fdot_q5_K(const void *w, const float *x, int64_t n) { return fdot_k(GT_TYPE_Q5_K, w, x, n); }
+static float fdot_q6_K(const void *w, const float *x, int64_t n) { return fdot_k(GT_TYPE_Q6_K, w, x, n); }
+
 static float dot_f32(const float *a, const float *b, int64_t n)
 {
     /* Four partial sums: a little accuracy and a lot of speed over one chain. */
@@ -240,6 +437,63 @@ static void dq_q4_1(const void *src, float *dst, int64_t n)
     }
 }
 
+static void dq_q5_0(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_0 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_0; b++) {
+        const float d = gt_f16_to_f32(x[b].d);
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, 4);
+        for (int j = 0; j < GT_QK5_0; j++)
+            dst[b * GT_QK5_0 + j] = (float)(q5_value(x[b].qs, qh, j) - 16) * d;
+    }
+}
+
+static void dq_q5_1(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_1 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_1; b++) {
+        const float d = gt_f16_to_f32(x[b].d), m = gt_f16_to_f32(x[b].m);
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, 4);
+        for (int j = 0; j < GT_QK5_1; j++)
+            dst[b * GT_QK5_1 + j] = (float)q5_value(x[b].qs, qh, j) * d + m;
+    }
+}
+
+static void dq_iq4_nl(const void *src, float *dst, int64_t n)
+{
+    const gt_block_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / GT_QK4_NL; b++) {
+        const float d = gt_f16_to_f32(x[b].d);
+        float *y = dst + b * GT_QK4_NL;
+        for (int j = 0; j < GT_QK4_NL / 2; j++) {
+            y[j] = d * (float)gt_iq4nl_levels[x[b].qs[j] & 0x0F];
+            y[j + GT_QK4_NL / 2] = d * (float)gt_iq4nl_levels[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+static void dq_k(gt_type t, const void *src, float *dst, int64_t n)
+{
+    const size_t bytes = gt_type_info(t)->block_bytes;
+    kblock k;
+    for (int64_t i = 0; i < n / GT_QK_K; i++) {
+        decode_k(t, (const char *)src + (size_t)i * bytes, &k);
+        for (int p = 0; p < GT_QK_K; p++) {
+            const float sc = k.sc[p / k.gsize], mn = k.mn[p / k.gsize];
+            /* Q3_K and Q6_K have no min: sc*q - 0 is sc*q exactly. */
+            dst[i * GT_QK_K + p] = sc * (float)k.q[p] - mn;
+        }
+    }
+}
+
+static void dq_q2_K(const void *s, float *d, int64_t n) { dq_k(GT_TYPE_Q2_K, s, d, n); }
+static void dq_q3_K(const void *s, float *d, int64_t n) { dq_k(GT_TYPE_Q3_K, s, d, n); }
+static void dq_q4_K(const void *s, float *d, int64_t n) { dq_k(GT_TYPE_Q4_K, s, d, n); }
+static void dq_q5_K(const void *s, float *d, int64_t n) { dq_k(GT_TYPE_Q5_K, s, d, n); }
+static void dq_q6_K(const void *s, float *d, int64_t n) { dq_k(GT_TYPE_Q6_K, s, d, n); }
+
 static void axpy(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -290,6 +544,22 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->dequant[GT_TYPE_Q8_0] = dq_q8_0;
     k->dequant[GT_TYPE_Q4_0] = dq_q4_0;
     k->dequant[GT_TYPE_Q4_1] = dq_q4_1;
+    k->fdot[GT_TYPE_Q5_0] = fdot_q5_0;
+    k->fdot[GT_TYPE_Q5_1] = fdot_q5_1;
+    k->fdot[GT_TYPE_IQ4_NL] = fdot_iq4_nl;
+    k->fdot[GT_TYPE_Q2_K] = fdot_q2_K;
+    k->fdot[GT_TYPE_Q3_K] = fdot_q3_K;
+    k->fdot[GT_TYPE_Q4_K] = fdot_q4_K;
+    k->fdot[GT_TYPE_Q5_K] = fdot_q5_K;
+    k->fdot[GT_TYPE_Q6_K] = fdot_q6_K;
+    k->dequant[GT_TYPE_Q5_0] = dq_q5_0;
+    k->dequant[GT_TYPE_Q5_1] = dq_q5_1;
+    k->dequant[GT_TYPE_IQ4_NL] = dq_iq4_nl;
+    k->dequant[GT_TYPE_Q2_K] = dq_q2_K;
+    k->dequant[GT_TYPE_Q3_K] = dq_q3_K;
+    k->dequant[GT_TYPE_Q4_K] = dq_q4_K;
+    k->dequant[GT_TYPE_Q5_K] = dq_q5_K;
+    k->dequant[GT_TYPE_Q6_K] = dq_q6_K;
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->scale = scale;
