@@ -18,6 +18,19 @@
  * $GT_MODEL_DIR) did not exist, as in a fresh clone. */
 bool gt_test_no_shared(void);
 
+/* This build is instrumented (GT_SANITIZE: ASan/UBSan, 3-5x slower). The few
+ * cases that run a real model at length print a skip there instead: the
+ * plain build runs them, and under ASan they would hold the CI step for
+ * tens of minutes without exercising any code the other cases do not. */
+static inline bool gt_test_sanitized(void)
+{
+#if defined(GT_TEST_SANITIZED) && GT_TEST_SANITIZED
+    return true;
+#else
+    return false;
+#endif
+}
+
 /* Path of a file under ../shared/models (e.g. "stories260K.gguf"), or under
  * $GT_MODEL_DIR when set; NULL when absent. Static storage. */
 const char *gt_test_model(const char *relpath);
