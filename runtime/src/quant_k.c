@@ -29,6 +29,7 @@
 #include "quant_k.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -536,8 +537,10 @@ void gt_dequantize_iq4_nl(const gt_block_iq4_nl *x, float *y, int64_t nb)
     }
 }
 
-/* Index of the level nearest to v: the levels ascend, so a binary search
- * over the midpoints between neighbours (ties go to the lower level). */
+/* Index of the level nearest to v (ties to the lower level). The levels
+ * ascend, so a binary search over the midpoints between neighbours; the
+ * quantizer calls it through a table of half-unit bins (iq4nl_lut), since
+ * every midpoint is a multiple of 0.5. */
 static int iq4nl_nearest(float v)
 {
     int lo = 0, hi = 15;
@@ -552,11 +555,35 @@ static int iq4nl_nearest(float v)
     return lo;
 }
 
+/* LUT[b] = nearest level of any v in bin b = floor(2v) + 2*IQ4NL_SPAN. */
+#define IQ4NL_SPAN 160
+static unsigned char iq4nl_lut[4 * IQ4NL_SPAN];
+
+static void iq4nl_lut_fill(void)
+{
+    for (int b = 0; b < 4 * IQ4NL_SPAN; b++) /* the bin's interior, off any midpoint */
+        iq4nl_lut[b] = (unsigned char)iq4nl_nearest(((float)b - 2 * IQ4NL_SPAN + 0.25f) / 2);
+}
+
+static void iq4nl_lut_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, iq4nl_lut_fill);
+}
+
+static int iq4nl_index(float v)
+{
+    int b = (int)floorf(2 * v) + 2 * IQ4NL_SPAN;
+    b = b < 0 ? 0 : b >= 4 * IQ4NL_SPAN ? 4 * IQ4NL_SPAN - 1 : b;
+    return iq4nl_lut[b];
+}
+
 /* For each block, candidate scales around max/-127 (the element of largest
  * magnitude on the outermost level), each assignment refit by least
  * squares; the f16-rounded scale with the smallest error is kept. */
 void gt_quantize_iq4_nl(const float *x, gt_block_iq4_nl *y, int64_t nb)
 {
+    iq4nl_lut_init();
     for (int64_t i = 0; i < nb; i++, x += GT_QK4_NL) {
         const float max = max_signed(x, GT_QK4_NL);
         memset(y[i].qs, 0, sizeof y[i].qs);
@@ -569,7 +596,7 @@ void gt_quantize_iq4_nl(const float *x, gt_block_iq4_nl *y, int64_t nb)
             int q[GT_QK4_NL];
             double sxv = 0, svv = 0;
             for (int j = 0; j < GT_QK4_NL; j++) {
-                q[j] = iq4nl_nearest(x[j] * id);
+                q[j] = iq4nl_index(x[j] * id);
                 const double v = gt_iq4nl_levels[q[j]];
                 sxv += x[j] * v, svv += v * v;
             }
