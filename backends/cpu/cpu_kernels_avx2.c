@@ -208,6 +208,159 @@ static T_AVX2 float fdot_q4_1(const void *w, const float *x, int64_t n)
                    (int)offsetof(gt_block_q4_1, m), x, n / GT_QK4_1);
 }
 
+/* ---- Q5_0, Q5_1, IQ4_NL: bytes in element order, then widened ------------
+ * A block's 32 values are built as bytes in one register (avx2_nibbles:
+ * elements 0..15 from the low nibbles, 16..31 from the high ones), then
+ * widened 8 at a time to int32 and floats:
+ *   Q5:     the fifth bits become byte masks (bits_to_bytes: vpshufb puts
+ *           qh byte k/8 in byte k, an AND and a compare test bit k%8);
+ *           Q5_0 ORs 0xF0 where the bit is clear (the int8 q - 16), Q5_1
+ *           ORs 0x10 where it is set (q = 0..31);
+ *   IQ4_NL: vpshufb looks the nibbles up in the 16 int8 levels.
+ * Signed values (Q5_0, IQ4_NL) are dotted first and scaled by d once per
+ * block, as Q8_0; Q5_1 makes its weights fma(q, d, m), as Q4_1. */
+
+/* 0xFF in byte k where bit k of bits is set. */
+static inline T_AVX2 __m256i bits_to_bytes(uint32_t bits)
+{
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                          2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
+}
+
+/* The 8-byte groups g = 0..3 of a 32-byte register, each in the low 64 bits. */
+static inline T_AVX2 void byte_groups(__m256i q, __m128i g[4])
+{
+    g[0] = _mm256_castsi256_si128(q);
+    g[1] = _mm_unpackhi_epi64(g[0], g[0]);
+    g[2] = _mm256_extracti128_si256(q, 1);
+    g[3] = _mm_unpackhi_epi64(g[2], g[2]);
+}
+
+static inline T_AVX2 __m256 i8g_f32(__m128i g) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(g)); }
+
+/* sum over the 32 int8 q[e] * x[e], in 8 lanes. */
+static inline T_AVX2 __m256 dot_i8x32(__m256i q, const float *x)
+{
+    __m128i g[4];
+    byte_groups(q, g);
+    __m256 p = _mm256_mul_ps(i8g_f32(g[0]), _mm256_loadu_ps(x));
+    p = _mm256_fmadd_ps(i8g_f32(g[1]), _mm256_loadu_ps(x + 8), p);
+    p = _mm256_fmadd_ps(i8g_f32(g[2]), _mm256_loadu_ps(x + 16), p);
+    return _mm256_fmadd_ps(i8g_f32(g[3]), _mm256_loadu_ps(x + 24), p);
+}
+
+static inline T_AVX2 __m256i q5_bytes(const uint8_t *qs, const uint8_t *qhp, bool sub16)
+{
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    const __m256i nib = avx2_nibbles(qs), hb = bits_to_bytes(qh);
+    return sub16 ? _mm256_or_si256(nib, _mm256_andnot_si256(hb, _mm256_set1_epi8((char)0xF0)))
+                 : _mm256_or_si256(nib, _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+}
+
+static inline T_AVX2 __m256i iq4nl_bytes(const uint8_t *qs)
+{
+    const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)gt_iq4nl_levels));
+    return _mm256_shuffle_epi8(levels, avx2_nibbles(qs));
+}
+
+/* Q5_0 and IQ4_NL: signed bytes, dot, times d. */
+#define FD_SIGNED_LOOP(BLOCK, BYTES)                                                             \
+    const BLOCK *b = w;                                                                          \
+    const int64_t nb = n / 32;                                                                   \
+    float cd[FD_CHUNK];                                                                          \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                               \
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {                                              \
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;                               \
+        avx2_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, cd);                             \
+        for (int64_t j = 0; j < m; j++) {                                                        \
+            const BLOCK *blk = b + b0 + j;                                                       \
+            const __m256 p = dot_i8x32(BYTES, x + (b0 + j) * 32);                                \
+            if (j & 1)                                                                           \
+                acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(cd + j), p, acc1);                    \
+            else                                                                                 \
+                acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(cd + j), p, acc0);                    \
+        }                                                                                        \
+    }                                                                                            \
+    return hsum8(_mm256_add_ps(acc0, acc1));
+
+static T_AVX2 float fdot_q5_0(const void *w, const float *x, int64_t n)
+{
+    FD_SIGNED_LOOP(gt_block_q5_0, q5_bytes(blk->qs, blk->qh, true))
+}
+
+static T_AVX2 float fdot_iq4_nl(const void *w, const float *x, int64_t n)
+{
+    FD_SIGNED_LOOP(gt_block_iq4_nl, iq4nl_bytes(blk->qs))
+}
+
+#undef FD_SIGNED_LOOP
+
+static T_AVX2 float fdot_q5_1(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q5_1 *b = w;
+    const int64_t nb = n / GT_QK5_1;
+    float cd[FD_CHUNK], cm[FD_CHUNK];
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        avx2_f16s_pair((const uint8_t *)(b + b0), (int)sizeof *b, m, cd, cm);
+        for (int64_t j = 0; j < m; j++) {
+            const gt_block_q5_1 *blk = b + b0 + j;
+            const float *xb = x + (b0 + j) * GT_QK5_1;
+            const __m256 d = _mm256_broadcast_ss(cd + j), mm = _mm256_broadcast_ss(cm + j);
+            __m128i g[4];
+            byte_groups(q5_bytes(blk->qs, blk->qh, false), g);
+            for (int k = 0; k < 4; k++)
+                acc[k] = _mm256_fmadd_ps(_mm256_fmadd_ps(i8g_f32(g[k]), d, mm),
+                                         _mm256_loadu_ps(xb + 8 * k), acc[k]);
+        }
+    }
+    return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+/* Dequantizers: the same bytes, then the definition's products, each
+ * rounded on its own (multiply, then add; no FMA): bit-exact. */
+static T_AVX2 void dq_q5_0(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_0 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_0; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d));
+        __m128i g[4];
+        byte_groups(q5_bytes(x[b].qs, x[b].qh, true), g);
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(i8g_f32(g[k]), d));
+    }
+}
+
+static T_AVX2 void dq_q5_1(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_1 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_1; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d)), m = _mm256_set1_ps(f16(x[b].m));
+        __m128i g[4];
+        byte_groups(q5_bytes(x[b].qs, x[b].qh, false), g);
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_add_ps(_mm256_mul_ps(i8g_f32(g[k]), d), m));
+    }
+}
+
+static T_AVX2 void dq_iq4_nl(const void *src, float *dst, int64_t n)
+{
+    const gt_block_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / GT_QK4_NL; b++) {
+        const __m256 d = _mm256_set1_ps(f16(x[b].d));
+        __m128i g[4];
+        byte_groups(iq4nl_bytes(x[b].qs), g);
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(d, i8g_f32(g[k])));
+    }
+}
+
 static T_AVX2 float dot_f32(const float *a, const float *b, int64_t n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -443,6 +596,12 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->dequant[GT_TYPE_Q8_0] = dq_q8_0;
     k->dequant[GT_TYPE_Q4_0] = dq_q4_0;
     k->dequant[GT_TYPE_Q4_1] = dq_q4_1;
+    k->fdot[GT_TYPE_Q5_0] = fdot_q5_0;
+    k->fdot[GT_TYPE_Q5_1] = fdot_q5_1;
+    k->fdot[GT_TYPE_IQ4_NL] = fdot_iq4_nl;
+    k->dequant[GT_TYPE_Q5_0] = dq_q5_0;
+    k->dequant[GT_TYPE_Q5_1] = dq_q5_1;
+    k->dequant[GT_TYPE_IQ4_NL] = dq_iq4_nl;
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->scale = scale;

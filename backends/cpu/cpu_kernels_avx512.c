@@ -145,6 +145,148 @@ static T_512 float fdot_q4_1(const void *w, const float *x, int64_t n)
                    (int)offsetof(gt_block_q4_1, m), x, n / GT_QK4_1);
 }
 
+/* IQ4_NL is Q4_0's layout with a non-linear table: the block's 16 possible
+ * weights are d*levels[q] (one multiply on the table), looked up as Q4's. */
+static T_512 float fdot_iq4_nl(const void *w, const float *x, int64_t n)
+{
+    const gt_block_iq4_nl *b = w;
+    const int64_t nb = n / GT_QK4_NL;
+    const __m512 levels = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)gt_iq4nl_levels)));
+    float cd[FD_CHUNK];
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        vnni_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, cd);
+        int64_t j = 0;
+        for (; j + 2 <= m; j += 2) {
+            q4_block(b[b0 + j].qs, x + (b0 + j) * 32, cd[j], 0.0f, levels, &acc0, &acc1);
+            q4_block(b[b0 + j + 1].qs, x + (b0 + j + 1) * 32, cd[j + 1], 0.0f, levels, &acc2, &acc3);
+        }
+        if (j < m)
+            q4_block(b[b0 + j].qs, x + (b0 + j) * 32, cd[j], 0.0f, levels, &acc0, &acc1);
+    }
+    return hsum16(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+/* Q5_0/Q5_1: the 16 bytes widen once to 16 int32 lanes (vpmovzxbd); the
+ * low nibbles are elements 0..15, the high ones 16..31, and the fifth bits
+ * are the two halves of qh used directly as lane masks: Q5_1 ORs in 16
+ * where its bit is set (q = 0..31), Q5_0 subtracts 16 where it is clear
+ * (q - 16 = -16..15, so d factors out: one FMA by d per block, as Q8_0). */
+static inline T_512 void q5_ints(const uint8_t *qs, const uint8_t *qhp, bool sub16, __m512i *lo,
+                                 __m512i *hi)
+{
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    if (sub16)
+        qh = ~qh;
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    const __m512i c16 = _mm512_set1_epi32(16);
+    const __m512i l = _mm512_and_si512(v, _mm512_set1_epi32(0x0F)), h = _mm512_srli_epi32(v, 4);
+    const __mmask16 kl = _cvtu32_mask16(qh & 0xFFFF), kh = _cvtu32_mask16(qh >> 16);
+    if (sub16) {
+        *lo = _mm512_mask_sub_epi32(l, kl, l, c16);
+        *hi = _mm512_mask_sub_epi32(h, kh, h, c16);
+    } else {
+        *lo = _mm512_mask_or_epi32(l, kl, l, c16);
+        *hi = _mm512_mask_or_epi32(h, kh, h, c16);
+    }
+}
+
+static T_512 float fdot_q5_0(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q5_0 *b = w;
+    const int64_t nb = n / GT_QK5_0;
+    float cd[FD_CHUNK];
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        vnni_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, cd);
+        for (int64_t j = 0; j < m; j++) {
+            const gt_block_q5_0 *blk = b + b0 + j;
+            const float *xb = x + (b0 + j) * GT_QK5_0;
+            __m512i lo, hi;
+            q5_ints(blk->qs, blk->qh, true, &lo, &hi);
+            __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), _mm512_loadu_ps(xb));
+            p = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_loadu_ps(xb + 16), p);
+            if (j & 1)
+                acc1 = _mm512_fmadd_ps(_mm512_set1_ps(cd[j]), p, acc1);
+            else
+                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(cd[j]), p, acc0);
+        }
+    }
+    return hsum16(_mm512_add_ps(acc0, acc1));
+}
+
+/* Q5_1: weights fma(q, d, m) in registers, as Q4_1. */
+static T_512 float fdot_q5_1(const void *w, const float *x, int64_t n)
+{
+    const gt_block_q5_1 *b = w;
+    const int64_t nb = n / GT_QK5_1;
+    float cd[FD_CHUNK], cm[FD_CHUNK];
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        vnni_f16s_pair((const uint8_t *)(b + b0), (int)sizeof *b, m, cd, cm);
+        for (int64_t j = 0; j < m; j++) {
+            const gt_block_q5_1 *blk = b + b0 + j;
+            const float *xb = x + (b0 + j) * GT_QK5_1;
+            const __m512 d = _mm512_set1_ps(cd[j]), mm = _mm512_set1_ps(cm[j]);
+            __m512i lo, hi;
+            q5_ints(blk->qs, blk->qh, false, &lo, &hi);
+            const int a = (int)(j & 1) * 2;
+            acc[a] = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mm),
+                                     _mm512_loadu_ps(xb), acc[a]);
+            acc[a + 1] = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mm),
+                                         _mm512_loadu_ps(xb + 16), acc[a + 1]);
+        }
+    }
+    return hsum16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+/* Dequantizers: the same integers, then the definition's products, each
+ * rounded on its own (multiply, then add; no FMA): bit-exact. */
+static T_512 void dq_q5_0(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_0 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_0; b++) {
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d));
+        __m512i lo, hi;
+        q5_ints(x[b].qs, x[b].qh, true, &lo, &hi);
+        _mm512_storeu_ps(dst + b * 32, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
+        _mm512_storeu_ps(dst + b * 32 + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+    }
+}
+
+static T_512 void dq_q5_1(const void *src, float *dst, int64_t n)
+{
+    const gt_block_q5_1 *x = src;
+    for (int64_t b = 0; b < n / GT_QK5_1; b++) {
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d)), m = _mm512_set1_ps(_cvtsh_ss(x[b].m));
+        __m512i lo, hi;
+        q5_ints(x[b].qs, x[b].qh, false, &lo, &hi);
+        _mm512_storeu_ps(dst + b * 32, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(lo), d), m));
+        _mm512_storeu_ps(dst + b * 32 + 16,
+                         _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), d), m));
+    }
+}
+
+static T_512 void dq_iq4_nl(const void *src, float *dst, int64_t n)
+{
+    const gt_block_iq4_nl *x = src;
+    const __m512 levels = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)gt_iq4nl_levels)));
+    for (int64_t b = 0; b < n / GT_QK4_NL; b++) {
+        const __m512 wt = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(x[b].d)), levels);
+        const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[b].qs));
+        _mm512_storeu_ps(dst + b * 32, _mm512_permutexvar_ps(v, wt));
+        _mm512_storeu_ps(dst + b * 32 + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), wt));
+    }
+}
+
 static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
 {
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
@@ -331,6 +473,12 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
     k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
     k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
+    k->fdot[GT_TYPE_Q5_0] = fdot_q5_0;
+    k->fdot[GT_TYPE_Q5_1] = fdot_q5_1;
+    k->fdot[GT_TYPE_IQ4_NL] = fdot_iq4_nl;
+    k->dequant[GT_TYPE_Q5_0] = dq_q5_0;
+    k->dequant[GT_TYPE_Q5_1] = dq_q5_1;
+    k->dequant[GT_TYPE_IQ4_NL] = dq_iq4_nl;
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->sum_sq = sum_sq;
