@@ -497,8 +497,8 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
     }
     art->kind = "quant";
     if (a->dry_run) {
-        snprintf(art->path, sizeof art->path, "%s/quants/<sha256 of %s>-%s.gguf", a->cache_dir,
-                 base_name(src->path), quant);
+        snprintf(art->path, sizeof art->path, "%s/quants/<sha256 of %s>-%s-qv%d.gguf",
+                 a->cache_dir, base_name(src->path), quant, GT_QUANTIZER_VERSION);
         art->state = GT_ART_TO_MAKE;
         snprintf(art->reason, sizeof art->reason, "quantize %s (%s) to %s (cached after the "
                  "first run)", base_name(src->path), gt_type_name(have), quant);
@@ -506,7 +506,8 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
     }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/quants", a->cache_dir);
-    snprintf(art->path, sizeof art->path, "%s/%s-%s.gguf", dir, src->sha256, quant);
+    snprintf(art->path, sizeof art->path, "%s/%s-%s-qv%d.gguf", dir, src->sha256, quant,
+             GT_QUANTIZER_VERSION);
     if (!is_file(art->path, NULL)) {
         char why[600] = "";
         if (mkdirs(dir) != 0) {

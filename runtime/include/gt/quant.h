@@ -119,6 +119,11 @@ int gt_type_from_name(const char *name, gt_type *out);
  * Returns 0 for an unknown type or a bad n. */
 size_t gt_row_size(gt_type type, int64_t n);
 
+/* Bumped whenever a quantizer's output changes (a better scale search, a
+ * new rule): cached quant artifacts carry it in their name, so a cache made
+ * by an older gauntlet is not mistaken for this one's output. */
+#define GT_QUANTIZER_VERSION 2
+
 /* Row conversions; n is a multiple of the type's block size. */
 void gt_dequantize_row(gt_type type, const void *src, float *dst, int64_t n);
 void gt_quantize_row(gt_type type, const float *src, void *dst, int64_t n);
