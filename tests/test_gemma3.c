@@ -13,13 +13,20 @@
  *    reference backend: cache rows outside the window are NaN, so a backend
  *    that reads them produces NaN; the output must equal attention over the
  *    window computed here in double.
- * Case 1 skips with its reason without the model ($GT_GEMMA3) or the
- * oracle (gguf-py + numpy in $GT_PYORACLE). */
+ * 3. The tokenizer against llama.cpp: tests/vectors/gemma3_tokenizer.jsonl
+ *    holds 23 strings (Unicode, whitespace runs, newlines, tabs, code,
+ *    literal "<start_of_turn>" text) with the ids llama.cpp's llama-tokenize
+ *    gave for them (`--ids --no-parse-special`, llama.cpp as vendored in the
+ *    llama-cpp-python 0.3.36 sdist); ours must be the same, BOS included.
+ * Cases 1 and 3 skip with their reason without the model ($GT_GEMMA3);
+ * case 1 also without the oracle (gguf-py + numpy in $GT_PYORACLE). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "gt/backend.h"
 #include "gt/model.h"
@@ -217,6 +224,38 @@ START_TEST(attention_window_reads_only_the_window)
 }
 END_TEST
 
+START_TEST(tokenizer_matches_llama_cpp)
+{
+    gt_err err = {{0}};
+    gt_model *m;
+    ck_assert_msg(gt_model_load(getenv("GT_GEMMA3"), &m, &err) == 0, "%s", err.msg);
+    const gt_tokenizer *tok = gt_model_tokenizer(m);
+    char *all = gt_test_slurp(GT_SOURCE_DIR "/tests/vectors/gemma3_tokenizer.jsonl");
+    ck_assert_ptr_nonnull(all);
+    int n_cases = 0;
+    for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *c = cJSON_Parse(line);
+        ck_assert_msg(c != NULL, "bad vector line: %s", line);
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        const cJSON *want = cJSON_GetObjectItem(c, "ids");
+        int32_t ids[512];
+        const int n = gt_tokenize(tok, text, strlen(text), true, ids, 512, &err);
+        ck_assert_msg(n == cJSON_GetArraySize(want), "%s: %d tokens, llama.cpp %d", text, n,
+                      cJSON_GetArraySize(want));
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(ids[i] == cJSON_GetArrayItem(want, i)->valueint,
+                          "%s: token %d is %d, llama.cpp %d", text, i, ids[i],
+                          cJSON_GetArrayItem(want, i)->valueint);
+        cJSON_Delete(c);
+        n_cases++;
+    }
+    printf("tokenizer: %d strings, every id as llama.cpp gives it\n", n_cases);
+    ck_assert_int_ge(n_cases, 20);
+    free(all);
+    gt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemma3");
@@ -225,6 +264,9 @@ int main(void)
     tcase_add_test(tc, attention_window_reads_only_the_window);
     const char *g = getenv("GT_GEMMA3");
     const bool have_model = g && access(g, R_OK) == 0;
+    gt_test_add_if(tc, tokenizer_matches_llama_cpp, have_model,
+                   "Gemma 3 270M Q4_K_M not fetched ($GT_GEMMA3; ci/fetch-models.sh "
+                   "gemma3-270m-q4_k_m)");
     gt_test_add_if(tc, reference_matches_numpy_oracle,
                    have_model && have_oracle() && !gt_test_sanitized(),
                    !have_model ? "Gemma 3 270M Q4_K_M not fetched ($GT_GEMMA3; ci/fetch-models.sh "

@@ -106,6 +106,7 @@ void gt_tokenizer_free(gt_tokenizer *t)
     free(t->map);
     free(t->merges);
     free(t->pairs);
+    free(t->user_ids);
     free(t);
 }
 
@@ -134,6 +135,88 @@ bool gt_tokenizer_adds_bos(const gt_tokenizer *t)
     return t->add_bos;
 }
 
+/* A piece of the text: raw bytes for an encoder, or one user-defined token. */
+typedef struct tok_frag {
+    size_t off, len;
+    int32_t id; /* -1: raw text */
+} tok_frag;
+
+static int frag_push(tok_frag **v, size_t *n, size_t *cap, tok_frag f)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 16;
+        tok_frag *g = realloc(*v, c * sizeof *g);
+        if (!g)
+            return -1;
+        *v = g, *cap = c;
+    }
+    (*v)[(*n)++] = f;
+    return 0;
+}
+
+/* llama.cpp's partition of the text by user-defined tokens: for each token,
+ * longest first, every raw fragment is cut at each of its occurrences (left
+ * to right); then the raw fragments are encoded in order. */
+static int encode_partitioned(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,
+                              gt_err *err)
+{
+    tok_frag *v = NULL, *w = NULL;
+    size_t n = 0, cap = 0, wn = 0, wcap = 0;
+    int rc = -1;
+    if (frag_push(&v, &n, &cap, (tok_frag){0, len, -1}) != 0)
+        goto oom;
+    for (int32_t u = 0; u < t->n_user; u++) {
+        const int32_t id = t->user_ids[u];
+        const char *piece = gt_tok_piece_at(t, id);
+        const size_t pl = t->piece_len[id];
+        wn = 0;
+        for (size_t i = 0; i < n; i++) {
+            tok_frag f = v[i];
+            while (f.id < 0 && f.len >= pl) {
+                const char *hit = memmem(text + f.off, f.len, piece, pl);
+                if (!hit)
+                    break;
+                const size_t at = (size_t)(hit - text);
+                if (at > f.off && frag_push(&w, &wn, &wcap, (tok_frag){f.off, at - f.off, -1}))
+                    goto oom;
+                if (frag_push(&w, &wn, &wcap, (tok_frag){at, pl, id}))
+                    goto oom;
+                f.len -= at + pl - f.off;
+                f.off = at + pl;
+            }
+            if ((f.id >= 0 || f.len > 0) && frag_push(&w, &wn, &wcap, f))
+                goto oom;
+        }
+        tok_frag *tv = v;
+        v = w, w = tv;
+        size_t tc = cap;
+        cap = wcap, wcap = tc;
+        n = wn;
+    }
+    bool prev_token = true; /* the text's start counts as after a token */
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id >= 0) {
+            gt_tok_emit(o, v[i].id);
+            prev_token = true;
+            continue;
+        }
+        const bool prefix = t->add_space_prefix && prev_token;
+        if (t->kind == GT_TOK_LLAMA
+                ? gt_tok_encode_spm(t, text + v[i].off, v[i].len, prefix, o, err)
+                : gt_tok_encode_bpe(t, text + v[i].off, v[i].len, o, err))
+            goto done;
+        prev_token = false;
+    }
+    rc = 0;
+    goto done;
+oom:
+    gt_err_set(err, "out of memory partitioning %zu bytes of text", len);
+done:
+    free(v);
+    free(w);
+    return rc;
+}
+
 int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
                 int32_t *out, int max, gt_err *err)
 {
@@ -149,12 +232,8 @@ int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bo
     gt_tok_out o = {out, max, 0};
     if (add_bos && t->bos >= 0)
         gt_tok_emit(&o, t->bos);
-    if (len > 0) {
-        int rc = t->kind == GT_TOK_LLAMA ? gt_tok_encode_spm(t, text, len, &o, err)
-                                         : gt_tok_encode_bpe(t, text, len, &o, err);
-        if (rc)
-            return -1;
-    }
+    if (len > 0 && encode_partitioned(t, text, len, &o, err) != 0)
+        return -1;
     return o.n;
 }
 

@@ -195,15 +195,15 @@ static void work_free(tok_work *w)
     free(w->heap);
 }
 
-int gt_tok_encode_spm(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,
-                      gt_err *err)
+int gt_tok_encode_spm(const gt_tokenizer *t, const char *text, size_t len, bool space_prefix,
+                      gt_tok_out *o, gt_err *err)
 {
     /* Normalization: a space is U+2581 (3 bytes), plus one as prefix. */
     char *norm = malloc(3 * len + 3);
     if (!norm)
         return gt_err_set(err, "out of memory normalizing %zu bytes of text", len);
     size_t k = 0;
-    if (t->add_space_prefix) {
+    if (space_prefix) {
         memcpy(norm, "\xe2\x96\x81", 3);
         k = 3;
     }

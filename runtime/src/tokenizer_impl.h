@@ -78,6 +78,12 @@ struct gt_tokenizer {
      * token (llama: <0xNN>, else the one-byte piece, else unk; -1 when none). */
     int32_t byte_sym[256];
     int32_t byte_fallback[256];
+
+    /* USER_DEFINED tokens ("\n", "  ", "\t" in Gemma's vocabulary), longest
+     * piece first: as llama.cpp does, the raw text is cut at their
+     * occurrences before any encoder runs, and each becomes its own token. */
+    int32_t *user_ids;
+    int32_t n_user;
 };
 
 /* Where encoded ids go: at most max are stored, n counts them all. */
@@ -144,9 +150,12 @@ bool gt_tok_pair_joinable(const gt_tokenizer *t, uint32_t a, uint32_t b);
 /* The merge of tokens l and r: true with its rank and result id. */
 bool gt_tok_merge_find(const gt_tokenizer *t, int32_t l, int32_t r, int32_t *rank, int32_t *id);
 
-/* Encoders (tokenizer_encode.c): append the ids of len bytes of text. */
-int gt_tok_encode_spm(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,
-                      gt_err *err);
+/* Encoders (tokenizer_encode.c): append the ids of len bytes of text.
+ * space_prefix: SPM adds its "\xe2\x96\x81" prefix (with add_space_prefix,
+ * llama.cpp prefixes the text's first fragment and every fragment that
+ * follows a user-defined token). */
+int gt_tok_encode_spm(const gt_tokenizer *t, const char *text, size_t len, bool space_prefix,
+                      gt_tok_out *o, gt_err *err);
 int gt_tok_encode_bpe(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,
                       gt_err *err);
 

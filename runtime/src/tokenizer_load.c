@@ -184,6 +184,39 @@ static int load_pieces(gt_tokenizer *t, const gt_gguf *g, int64_t ki, gt_err *er
     return 0;
 }
 
+/* t->user_ids: the USER_DEFINED tokens with a piece, longest first (ties by
+ * id, so the order does not depend on the sort). Sorted as one key each,
+ * (longest first) << 32 | id, so the sort needs no shared state. */
+static int u64_cmp(const void *pa, const void *pb)
+{
+    const uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static int collect_user_tokens(gt_tokenizer *t, gt_err *err)
+{
+    int32_t n = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        n += t->types[id] == GT_TT_USER_DEFINED && t->piece_len[id] > 0;
+    t->n_user = 0;
+    if (n == 0)
+        return 0;
+    t->user_ids = malloc((size_t)n * sizeof *t->user_ids);
+    uint64_t *keys = malloc((size_t)n * sizeof *keys);
+    if (!t->user_ids || !keys) {
+        free(keys);
+        return gt_err_set(err, "out of memory for %d user-defined tokens", (int)n);
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->types[id] == GT_TT_USER_DEFINED && t->piece_len[id] > 0)
+            keys[t->n_user++] = (uint64_t)(UINT32_MAX - t->piece_len[id]) << 32 | (uint32_t)id;
+    qsort(keys, (size_t)t->n_user, sizeof *keys, u64_cmp);
+    for (int32_t i = 0; i < t->n_user; i++)
+        t->user_ids[i] = (int32_t)(keys[i] & UINT32_MAX);
+    free(keys);
+    return 0;
+}
+
 static int load_types_scores(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
 {
     uint64_t n = (uint64_t)t->n_vocab;
@@ -532,7 +565,7 @@ static int load(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
     if (!llama)
         t->add_space_prefix = false;
 
-    if (build_map(t, err) || (llama && build_pairs(t, err)))
+    if (build_map(t, err) || (llama && build_pairs(t, err)) || collect_user_tokens(t, err))
         return -1;
     build_byte_tables(t);
     if (!llama && load_merges(t, g, err))
