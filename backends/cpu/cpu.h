@@ -7,6 +7,8 @@
  *                    barrier between nodes
  *   cpu_kernels_*.c  one kernel table per ISA (scalar, avx2, avx512), chosen
  *                    once at init by runtime CPU feature detection
+ *   cpu_kquants_*.c  the K-quant (Q2_K..Q6_K) kernels of the avx2 and
+ *                    avx512 tables; cpu_x86.h the helpers they share
  *   cpu_matmul.c     MUL_MAT: quantized dot products for small batches,
  *                    dequantized tiles + BLAS sgemm for large ones
  *   cpu_attention.c  ATTENTION, parallel over heads (and query blocks)
@@ -31,11 +33,14 @@
 
 /* ---- kernel tables (cpu_kernels_*.c) ------------------------------------ */
 
-/* Two dot paths for quantized (Q8_0/Q4_0/Q4_1) weights, chosen at init by
- * GT_CPU_ACT (cpu_backend.c):
+/* Two dot paths for quantized weights, chosen at init by GT_CPU_ACT
+ * (cpu_backend.c):
  *   f32 (default)  fdot[type]: weights widened in registers and multiplied
  *                  with the F32 activations; as accurate as the BLAS path.
+ *                  Every weight type has one.
  *   q8             qdot[type]: activations quantized as below, integer dots.
+ *                  Only Q8_0/Q4_0/Q4_1 have one; the other types take fdot
+ *                  on this path too (cpu_matmul.c, act_qdot).
  *
  * For qdot, activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
  * kept as separate arrays so the int8 part is contiguous and aligned):
@@ -49,16 +54,17 @@ typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d, 
 typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
                                 int64_t nb);
 /* Dot of one weight row of n elements with an F32 row: F32/F16/BF16, and
- * Q8_0/Q4_0/Q4_1 dequantized in registers (n a multiple of 32). */
+ * the quantized types dequantized in registers (n a multiple of the
+ * type's block: 32, or 256 for the K-quants). */
 typedef float (*gt_cpu_fdot_fn)(const void *w, const float *x, int64_t n);
 typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
 typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
     gt_cpu_quant_fn quantize_act;
-    gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 */
-    gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* all six weight types */
-    gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* all six weight types */
+    gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 (others NULL) */
+    gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* every weight type */
+    gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* every weight type; bit-exact */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy)(float a, const float *x, float *y, int64_t n);    /* y += a*x */
     void (*scale)(const float *x, float a, float *y, int64_t n);   /* y = a*x */
@@ -73,6 +79,10 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k);
  * architecture (the caller then has checked CPU support already). */
 bool gt_cpu_kernels_avx2(gt_cpu_kernels *k);
 bool gt_cpu_kernels_avx512(gt_cpu_kernels *k);
+/* The K-quants' entries of those two tables (cpu_kquants_avx2.c,
+ * cpu_kquants_avx512.c), installed by the functions above; x86 only. */
+void gt_cpu_kquants_avx2(gt_cpu_kernels *k);
+void gt_cpu_kquants_avx512(gt_cpu_kernels *k);
 
 /* ---- thread pool (cpu_threads.c) ---------------------------------------- */
 

@@ -35,6 +35,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "cpu_x86.h"
+
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
@@ -230,26 +232,15 @@ static inline T_AVX2 __m256i bits_to_bytes(uint32_t bits)
     return _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
 }
 
-/* The 8-byte groups g = 0..3 of a 32-byte register, each in the low 64 bits. */
-static inline T_AVX2 void byte_groups(__m256i q, __m128i g[4])
-{
-    g[0] = _mm256_castsi256_si128(q);
-    g[1] = _mm_unpackhi_epi64(g[0], g[0]);
-    g[2] = _mm256_extracti128_si256(q, 1);
-    g[3] = _mm_unpackhi_epi64(g[2], g[2]);
-}
-
-static inline T_AVX2 __m256 i8g_f32(__m128i g) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(g)); }
-
 /* sum over the 32 int8 q[e] * x[e], in 8 lanes. */
 static inline T_AVX2 __m256 dot_i8x32(__m256i q, const float *x)
 {
     __m128i g[4];
-    byte_groups(q, g);
-    __m256 p = _mm256_mul_ps(i8g_f32(g[0]), _mm256_loadu_ps(x));
-    p = _mm256_fmadd_ps(i8g_f32(g[1]), _mm256_loadu_ps(x + 8), p);
-    p = _mm256_fmadd_ps(i8g_f32(g[2]), _mm256_loadu_ps(x + 16), p);
-    return _mm256_fmadd_ps(i8g_f32(g[3]), _mm256_loadu_ps(x + 24), p);
+    gt_cpu_byte_groups(q, g);
+    __m256 p = _mm256_mul_ps(gt_cpu_i8x8_f32(g[0]), _mm256_loadu_ps(x));
+    p = _mm256_fmadd_ps(gt_cpu_i8x8_f32(g[1]), _mm256_loadu_ps(x + 8), p);
+    p = _mm256_fmadd_ps(gt_cpu_i8x8_f32(g[2]), _mm256_loadu_ps(x + 16), p);
+    return _mm256_fmadd_ps(gt_cpu_i8x8_f32(g[3]), _mm256_loadu_ps(x + 24), p);
 }
 
 static inline T_AVX2 __m256i q5_bytes(const uint8_t *qs, const uint8_t *qhp, bool sub16)
@@ -314,9 +305,9 @@ static T_AVX2 float fdot_q5_1(const void *w, const float *x, int64_t n)
             const float *xb = x + (b0 + j) * GT_QK5_1;
             const __m256 d = _mm256_broadcast_ss(cd + j), mm = _mm256_broadcast_ss(cm + j);
             __m128i g[4];
-            byte_groups(q5_bytes(blk->qs, blk->qh, false), g);
+            gt_cpu_byte_groups(q5_bytes(blk->qs, blk->qh, false), g);
             for (int k = 0; k < 4; k++)
-                acc[k] = _mm256_fmadd_ps(_mm256_fmadd_ps(i8g_f32(g[k]), d, mm),
+                acc[k] = _mm256_fmadd_ps(_mm256_fmadd_ps(gt_cpu_i8x8_f32(g[k]), d, mm),
                                          _mm256_loadu_ps(xb + 8 * k), acc[k]);
         }
     }
@@ -331,9 +322,9 @@ static T_AVX2 void dq_q5_0(const void *src, float *dst, int64_t n)
     for (int64_t b = 0; b < n / GT_QK5_0; b++) {
         const __m256 d = _mm256_set1_ps(f16(x[b].d));
         __m128i g[4];
-        byte_groups(q5_bytes(x[b].qs, x[b].qh, true), g);
+        gt_cpu_byte_groups(q5_bytes(x[b].qs, x[b].qh, true), g);
         for (int k = 0; k < 4; k++)
-            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(i8g_f32(g[k]), d));
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(gt_cpu_i8x8_f32(g[k]), d));
     }
 }
 
@@ -343,9 +334,9 @@ static T_AVX2 void dq_q5_1(const void *src, float *dst, int64_t n)
     for (int64_t b = 0; b < n / GT_QK5_1; b++) {
         const __m256 d = _mm256_set1_ps(f16(x[b].d)), m = _mm256_set1_ps(f16(x[b].m));
         __m128i g[4];
-        byte_groups(q5_bytes(x[b].qs, x[b].qh, false), g);
+        gt_cpu_byte_groups(q5_bytes(x[b].qs, x[b].qh, false), g);
         for (int k = 0; k < 4; k++)
-            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_add_ps(_mm256_mul_ps(i8g_f32(g[k]), d), m));
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_add_ps(_mm256_mul_ps(gt_cpu_i8x8_f32(g[k]), d), m));
     }
 }
 
@@ -355,9 +346,9 @@ static T_AVX2 void dq_iq4_nl(const void *src, float *dst, int64_t n)
     for (int64_t b = 0; b < n / GT_QK4_NL; b++) {
         const __m256 d = _mm256_set1_ps(f16(x[b].d));
         __m128i g[4];
-        byte_groups(iq4nl_bytes(x[b].qs), g);
+        gt_cpu_byte_groups(iq4nl_bytes(x[b].qs), g);
         for (int k = 0; k < 4; k++)
-            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(d, i8g_f32(g[k])));
+            _mm256_storeu_ps(dst + b * 32 + 8 * k, _mm256_mul_ps(d, gt_cpu_i8x8_f32(g[k])));
     }
 }
 
@@ -602,6 +593,7 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->dequant[GT_TYPE_Q5_0] = dq_q5_0;
     k->dequant[GT_TYPE_Q5_1] = dq_q5_1;
     k->dequant[GT_TYPE_IQ4_NL] = dq_iq4_nl;
+    gt_cpu_kquants_avx2(k);
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->scale = scale;

@@ -479,6 +479,7 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->dequant[GT_TYPE_Q5_0] = dq_q5_0;
     k->dequant[GT_TYPE_Q5_1] = dq_q5_1;
     k->dequant[GT_TYPE_IQ4_NL] = dq_iq4_nl;
+    gt_cpu_kquants_avx512(k);
     k->dot_f32 = dot_f32;
     k->axpy = axpy;
     k->sum_sq = sum_sq;
