@@ -87,6 +87,11 @@ static const gt_metric_def METRICS[] = {
      "mean position of the first divergent greedy token (n_gen when none)"},
     {"numerics_version", "version", 0, false, NULL,
      "GT_NUMERICS_VERSION of the reference outputs compared with (suites/numerics.h)"},
+    {"kv_cache_bits", "bits", 0, false, NULL,
+     "bits per K/V cache element in this cell (the runtime keeps K and V in f32: 32)"},
+    {"activation_bits", "bits", 0, false, NULL,
+     "bits of the activations the matrix products see: 32, or 8 where the backend quantizes "
+     "them (cpu with GT_CPU_ACT=q8, its device extra says act=q8)"},
     {"logprob_max_abs_diff", "nats", -1, false, NULL,
      "http cells: max |server logprob - reference logprob| of the eval text's tokens"},
     {NULL},
@@ -680,6 +685,14 @@ static int accuracy_run(gt_suite_ctx *c, gt_err *err)
                     a.k_max, a.tail_eps);
     gt_suite_metric(c, "scored_tokens", a.pos);
     gt_suite_metric(c, "numerics_version", GT_NUMERICS_VERSION);
+    /* What the cell's numbers were measured with: Gemma 3 moves by up to 1.2
+     * logits with an f16 K/V cache and 1.8 with 8-bit activations, so a
+     * tolerance says which it allows (matrices/README.md). */
+    if (c->backend) { /* in process; a server does not say */
+        gt_suite_metric(c, "kv_cache_bits", 32);
+        gt_suite_metric(c, "activation_bits",
+                        strstr(c->backend->info.extra, "act=q8") ? 8 : 32);
+    }
     gt_suite_metric(c, "ppl", exp(a.nll_cell / a.pos));
     gt_suite_metric(c, "tail_mass_max", a.tail_max > 0 ? a.tail_max : 0);
     for (int r = 0; r < 2; r++)
