@@ -288,6 +288,54 @@ static void cases_attention(oc_list *l)
     }
 }
 
+/* Gemma 3's ops, appended after every older case (their inputs unchanged):
+ * GELU_MUL and SCALE elementwise (also in place), and windowed attention
+ * (the sliding window of the local layers) where the window is shorter
+ * than, equal to and longer than what the rows see. */
+static void cases_gemma(oc_list *l)
+{
+    static const int64_t shapes[][2] = {{37, 1}, {576, 2}, {2048, 7}, {100, 64}};
+    for (int op = 0; op < 2; op++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                const int64_t n = shapes[si][0], rows = shapes[si][1];
+                oc_case *c = add(l, op ? GT_OP_SCALE : GT_OP_GELU_MUL, GT_TYPE_F32);
+                if (!c)
+                    continue;
+                c->n_src = op ? 1 : 2;
+                c->src[0] = S(GT_TYPE_F32, n, rows, FILL_GAUSS, 0);
+                c->src[1] = S(GT_TYPE_F32, n, rows, FILL_GAUSS, 0);
+                c->out_ne0 = n, c->out_ne1 = rows;
+                c->alias = inplace ? ALIAS_SRC0 : ALIAS_NONE;
+                c->fp[0] = 25.298221f; /* sqrt(640), Gemma 3 270M's embedding scale */
+                c->threshold = op ? 1e-12 : 1e-10;
+                snprintf(c->desc, sizeof c->desc, "n=%lld,rows=%lld%s", (long long)n,
+                         (long long)rows, inplace ? ",in-place" : "");
+            }
+    static const struct { int nh, nkv, hd, pos0, rows, window; } a[] = {
+        {4, 1, 64, 600, 1, 512}, {4, 1, 64, 40, 16, 8},  {4, 1, 64, 0, 100, 32},
+        {2, 2, 32, 3, 2, 512},   {9, 3, 64, 90, 64, 48}, {4, 1, 256, 10, 7, 1},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
+        if (!c)
+            continue;
+        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
+        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
+        c->n_src = 3;
+        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
+        c->src[1] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
+        c->src[2] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
+        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
+        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].window, 0};
+        memcpy(c->ip, ip, sizeof ip);
+        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
+        c->threshold = 1e-8;
+        snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d,window=%d",
+                 a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].rows, a[i].window);
+    }
+}
+
 /* ---- inputs ----------------------------------------------------------------- */
 
 static uint64_t splitmix(uint64_t *s)
@@ -572,6 +620,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     cases_attention(&l);
     cases_get_rows(&l, LATER_TYPES, N_OF(LATER_TYPES));
     cases_mul_mat(&l, LATER_TYPES, N_OF(LATER_TYPES), true);
+    cases_gemma(&l);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
         const oc_case *c = &l.c[i];

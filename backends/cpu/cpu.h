@@ -168,6 +168,8 @@ void gt_cpu_add(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_rope(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_kv_store(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_gelu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_scale(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_silu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 
 #define GT_CPU_MAX_ROPE_PAIRS 512

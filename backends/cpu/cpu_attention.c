@@ -13,7 +13,12 @@
  * ld = n_kv*head_dim), the causal mask zeroes the entries past each row's
  * position after its softmax, and O_h = P V_h is a second sgemm written
  * straight into the output columns of the head. Tasks with the most keys
- * are handed out first so the last ones to finish are the small ones. */
+ * are handed out first so the last ones to finish are the small ones.
+ *
+ * A window w (iparams[4], Gemma's local layers) limits row p to the keys
+ * max(0, p-w+1)..p: the decode loop starts there, and a prefill block's
+ * sgemms span only the keys some row of the block can see, each row's
+ * scores before its own first key zeroed like those past its position. */
 #include "cpu.h"
 
 #include <math.h>
@@ -44,6 +49,7 @@ static void attention_rows(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
 {
     const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+    const int window = t->iparams[4];
     const float scale = t->fparams[0];
     const int64_t q_dim = (int64_t)n_head * hd, kv_dim = (int64_t)n_kv * hd;
     const int group = n_head / n_kv;
@@ -59,15 +65,17 @@ static void attention_rows(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
         const int64_t i = task / n_head;
         const int h = (int)(task % n_head);
         const int64_t n_seen = pos0 + i + 1;
+        const int64_t first = window > 0 && n_seen > window ? n_seen - window : 0;
+        const int64_t n_keys = n_seen - first;
         const float *qh = qa + i * q_dim + (int64_t)h * hd;
         const int64_t kv_off = (int64_t)(h / group) * hd;
-        for (int64_t p = 0; p < n_seen; p++)
-            score[p] = c->k.dot_f32(qh, ka + p * kv_dim + kv_off, hd) * scale;
-        const float sum = c->k.exp_sub_sum(score, n_seen, row_max(score, n_seen));
+        for (int64_t p = first; p < n_seen; p++)
+            score[p - first] = c->k.dot_f32(qh, ka + p * kv_dim + kv_off, hd) * scale;
+        const float sum = c->k.exp_sub_sum(score, n_keys, row_max(score, n_keys));
         float *o = out + i * q_dim + (int64_t)h * hd;
         memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int64_t p = 0; p < n_seen; p++)
-            c->k.axpy(score[p], va + p * kv_dim + kv_off, o, hd);
+        for (int64_t p = first; p < n_seen; p++)
+            c->k.axpy(score[p - first], va + p * kv_dim + kv_off, o, hd);
         c->k.scale(o, 1.0f / sum, o, hd);
     }
 }
@@ -76,6 +84,7 @@ static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
 {
     const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+    const int window = t->iparams[4];
     const int64_t n_tok = q->ne[1];
     const int q_dim = n_head * hd, kv_dim = n_kv * hd;
     const int group = n_head / n_kv;
@@ -92,19 +101,27 @@ static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
         const int64_t qb = n_qb - 1 - task / n_head; /* biggest blocks first */
         const int h = (int)(task % n_head);
         const int64_t i0 = qb * QB, i1 = i0 + QB < n_tok ? i0 + QB : n_tok;
-        const int rows = (int)(i1 - i0), nk = (int)(pos0 + i1);
+        /* keys [k0, k1): what some row of the block sees */
+        const int64_t k1 = pos0 + i1, first0 = pos0 + i0 + 1 - window;
+        const int64_t k0 = window > 0 && first0 > 0 ? first0 : 0;
+        const int nk = (int)(k1 - k0), rows = (int)(i1 - i0);
         const int64_t kv_off = (int64_t)(h / group) * hd;
         c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_TRANS, rows, nk, hd, t->fparams[0],
-                      qa + i0 * q_dim + (int64_t)h * hd, q_dim, ka + kv_off, kv_dim, 0.0f, S, nk);
+                      qa + i0 * q_dim + (int64_t)h * hd, q_dim, ka + k0 * kv_dim + kv_off, kv_dim,
+                      0.0f, S, nk);
         for (int r = 0; r < rows; r++) {
             float *sr = S + (int64_t)r * nk;
             const int64_t n_seen = pos0 + i0 + r + 1;
-            const float sum = c->k.exp_sub_sum(sr, n_seen, row_max(sr, n_seen));
-            c->k.scale(sr, 1.0f / sum, sr, n_seen);
-            memset(sr + n_seen, 0, sizeof(float) * (size_t)(nk - n_seen));
+            const int64_t first = window > 0 && n_seen > window ? n_seen - window : 0;
+            const int64_t a = first - k0, b = n_seen - k0; /* this row's keys in sr */
+            const float sum = c->k.exp_sub_sum(sr + a, b - a, row_max(sr + a, b - a));
+            c->k.scale(sr + a, 1.0f / sum, sr + a, b - a);
+            memset(sr, 0, sizeof(float) * (size_t)a);
+            memset(sr + b, 0, sizeof(float) * (size_t)(nk - b));
         }
         c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_NO_TRANS, rows, hd, nk, 1.0f, S, nk,
-                      va + kv_off, kv_dim, 0.0f, out + i0 * q_dim + (int64_t)h * hd, q_dim);
+                      va + k0 * kv_dim + kv_off, kv_dim, 0.0f, out + i0 * q_dim + (int64_t)h * hd,
+                      q_dim);
     }
 }
 

@@ -191,11 +191,6 @@ static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
                      gt_op_name(op), gt_type_name(type));
         return false;
     }
-    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on cpu yet */
-        if (why && why_len)
-            snprintf(why, why_len, "%s is not implemented on cpu yet", gt_op_name(op));
-        return false;
-    }
     if (type == GT_TYPE_F32)
         return true;
     if (why && why_len)
@@ -256,7 +251,8 @@ static int validate_node(const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *a = t->src[0], *b = t->src[1], *c = t->src[2];
     const int n_src = t->op == GT_OP_ATTENTION ? 3
-                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE ? 1 : 2;
+                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE || t->op == GT_OP_SCALE ? 1
+                                                                                            : 2;
     const char *roles[3] = {"src0", "src1", "src2"};
     if (check_tensor(t, "output", err) || want_f32(t, "output", err))
         return -1;
@@ -266,7 +262,8 @@ static int validate_node(const gt_tensor *t, gt_err *err)
     /* In-place (identical start) is allowed where the contract says so;
      * any other overlap between output and input would be read after written. */
     const bool inplace_ok = t->op == GT_OP_ADD || t->op == GT_OP_MUL || t->op == GT_OP_RMS_NORM ||
-                            t->op == GT_OP_ROPE || t->op == GT_OP_SILU_MUL;
+                            t->op == GT_OP_ROPE || t->op == GT_OP_SILU_MUL ||
+                            t->op == GT_OP_GELU_MUL || t->op == GT_OP_SCALE;
     for (int i = 0; i < n_src && t->op != GT_OP_KV_STORE; i++) {
         const int o = overlap(t, t->src[i]);
         if (o == 1 || (o == 2 && !(inplace_ok && same_shape(t, t->src[i], NULL) == 0)))
@@ -300,9 +297,11 @@ static int validate_node(const gt_tensor *t, gt_err *err)
                               (long long)b->ne[1], (long long)t->ne[0], (long long)t->ne[1]);
         return 0;
     case GT_OP_RMS_NORM:
+    case GT_OP_SCALE:
         return want_f32(a, "src0", err) || same_shape(t, a, err) ? -1 : 0;
     case GT_OP_ADD:
     case GT_OP_SILU_MUL:
+    case GT_OP_GELU_MUL:
         return want_f32(a, "src0", err) || want_f32(b, "src1", err) || same_shape(t, a, err) ||
                        same_shape(t, b, err)
                    ? -1
@@ -340,7 +339,7 @@ static int validate_node(const gt_tensor *t, gt_err *err)
         if (want_f32(a, "q", err) || want_f32(b, "k cache", err) || want_f32(c, "v cache", err) ||
             same_shape(t, a, err))
             return -1;
-        if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv || pos0 < 0 ||
+        if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv || pos0 < 0 || t->iparams[4] < 0 ||
             a->ne[0] != (int64_t)nh * hd || b->ne[0] != (int64_t)nkv * hd || c->ne[0] != b->ne[0] ||
             pos0 + a->ne[1] > b->ne[1] || pos0 + a->ne[1] > c->ne[1])
             return gt_err_set(err, "bad parameters: n_head=%d n_kv_head=%d head_dim=%d pos0=%d, "
@@ -454,7 +453,9 @@ static void plan_graph(gt_cpu_ctx *c, const gt_graph *g)
         if (t->op == GT_OP_NONE)
             continue;
         const int n_src = t->op == GT_OP_ATTENTION ? 3
-                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE ? 1 : 2;
+                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE || t->op == GT_OP_SCALE
+                            ? 1
+                            : 2;
         span w = span_of(t);
         if (t->op == GT_OP_KV_STORE) {
             const size_t row = gt_tensor_row_bytes(t->src[1]);
@@ -524,6 +525,8 @@ static void run_graph(void *arg, int ith, int nth)
         case GT_OP_KV_STORE: gt_cpu_kv_store(c, t, ith, nth); break;
         case GT_OP_ATTENTION: gt_cpu_attention(c, t, ctr, ith, nth); break;
         case GT_OP_SILU_MUL: gt_cpu_silu_mul(c, t, ith, nth); break;
+        case GT_OP_GELU_MUL: gt_cpu_gelu_mul(c, t, ith, nth); break;
+        case GT_OP_SCALE: gt_cpu_scale(c, t, ith, nth); break;
         default: break; /* rejected by validation */
         }
     }

@@ -1,5 +1,5 @@
 /* cpu_ops.c: the cheap, memory-bound ops of the CPU backend: GET_ROWS,
- * RMS_NORM, ADD, MUL, ROPE, KV_STORE, SILU_MUL.
+ * RMS_NORM, ADD, MUL, ROPE, KV_STORE, SILU_MUL, GELU_MUL, SCALE.
  *
  * All run on every thread of the pool. Row-wise ops (RMS_NORM, ROPE,
  * GET_ROWS, KV_STORE) split rows; purely elementwise ones (ADD, MUL,
@@ -78,6 +78,34 @@ void gt_cpu_silu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
     if (j1 > j0)
         c->k.silu_mul(gt_cpu_f32(t->src[0]) + j0, gt_cpu_f32(t->src[1]) + j0, gt_cpu_f32(t) + j0,
                       j1 - j0);
+}
+
+/* gelu(a) * b, gelu in its tanh form (backend.h). Plain loops: the op is a
+ * few percent of a Gemma step, next to its matrix products. */
+void gt_cpu_gelu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
+{
+    (void)c;
+    int64_t j0, j1;
+    gt_cpu_split(t->ne[0] * t->ne[1], ith, nth, &j0, &j1);
+    const float *a = gt_cpu_f32(t->src[0]), *b = gt_cpu_f32(t->src[1]);
+    float *y = gt_cpu_f32(t);
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t j = j0; j < j1; j++) {
+        const float x = a[j];
+        y[j] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * b[j];
+    }
+}
+
+void gt_cpu_scale(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
+{
+    (void)c;
+    int64_t j0, j1;
+    gt_cpu_split(t->ne[0] * t->ne[1], ith, nth, &j0, &j1);
+    const float *a = gt_cpu_f32(t->src[0]);
+    float *y = gt_cpu_f32(t);
+    const float s = t->fparams[0];
+    for (int64_t j = j0; j < j1; j++)
+        y[j] = a[j] * s;
 }
 
 void gt_cpu_kv_store(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
