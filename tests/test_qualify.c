@@ -71,7 +71,7 @@ START_TEST(quickstart_passes_and_records_everything)
                      " --junit qs.xml --html qs.html",
                  quickstart);
     double took = now() - t0;
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(rc == 0, "exit %d:\n%.3000s", rc, g_out);
     printf("quickstart took %.0f s (speed is bench's business, not a test's)\n", took);
     ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
     ck_assert_ptr_nonnull(strstr(g_out, "harness overhead per cell"));
