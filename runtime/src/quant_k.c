@@ -573,9 +573,13 @@ static void iq4nl_lut_init(void)
 
 static int iq4nl_index(float v)
 {
-    int b = (int)floorf(2 * v) + 2 * IQ4NL_SPAN;
-    b = b < 0 ? 0 : b >= 4 * IQ4NL_SPAN ? 4 * IQ4NL_SPAN - 1 : b;
-    return iq4nl_lut[b];
+    /* Outside the table (or NaN, which compares false) before converting to
+     * int, so the conversion is always defined. */
+    if (!(v > -IQ4NL_SPAN))
+        return 0;
+    if (!(v < IQ4NL_SPAN))
+        return 15;
+    return iq4nl_lut[(int)floorf(2 * v) + 2 * IQ4NL_SPAN];
 }
 
 /* For each block, candidate scales around max/-127 (the element of largest
