@@ -215,7 +215,7 @@ static void backend_child(const void *varg, void *vout)
         goto fail;
     const gt_hparams *hp = gt_model_hparams(m);
     const long ctx = a->pp > a->tg ? a->pp : a->tg;
-    const gt_session_params sp = {(int)(ctx > 16 ? ctx : 16), 0};
+    const gt_session_params sp = {.n_ctx = (int)(ctx > 16 ? ctx : 16)};
     if (gt_session_new(m, b, &sp, &s, &err) != 0)
         goto fail;
     r->load_s = gt_now() - t0;
@@ -224,8 +224,7 @@ static void backend_child(const void *varg, void *vout)
     snprintf(r->driver_version, sizeof r->driver_version, "%s", b->info.driver_version);
     snprintf(r->extra, sizeof r->extra, "%s", b->info.extra);
     r->threads = (int)a->threads;
-    r->kv_bytes = 2ull * (uint64_t)hp->n_layer * (uint64_t)sp.n_ctx *
-                  (uint64_t)(hp->n_head_kv * hp->head_dim) * sizeof(float);
+    r->kv_bytes = gt_session_kv_bytes(s);
     logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
     toks = malloc(sizeof(int32_t) * (size_t)(a->pp > 0 ? a->pp : 1));
     if (!logits || !toks) {
@@ -367,6 +366,30 @@ static void print_jsonl(cJSON *o)
     cJSON_Delete(o);
 }
 
+/* The KV cache this run held, and at the model's trained context, where a
+ * bounded sliding-window cache is what makes long contexts affordable. */
+static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
+{
+    const gt_hparams *hp = &mf->hp;
+    const int ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    const double mib = 1048576.0;
+    const double at_ctx = gt_kv_cache_bytes(hp, ctx, 0, false) / mib;
+    printf("kv cache (f32): %.1f MiB in this run; %.1f MiB at the trained context of %d", run_bytes / mib,
+           at_ctx, ctx);
+    if (hp->swa_window > 0) {
+        int n_local = 0;
+        for (int l = 0; l < hp->n_layer; l++)
+            n_local += gt_hparams_layer_local(hp, l);
+        const int batch = ctx < 512 ? ctx : 512;
+        const int held = hp->swa_window - 1 + batch < ctx ? hp->swa_window - 1 + batch : ctx;
+        printf(", where %d sliding-window layers hold %d positions each (window %d + batch %d - 1)"
+               " and %d global layers all %d (%.1f MiB if every layer held all)",
+               n_local, held, hp->swa_window, batch, hp->n_layer - n_local, ctx,
+               gt_kv_cache_bytes(hp, ctx, 0, true) / mib);
+    }
+    printf("\n");
+}
+
 static void report(const bench_opts *o, const model_facts *mf, const machine_res *mach,
                    bench_res *const res[2], const long pps[2], const long tgs[2])
 {
@@ -433,6 +456,7 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
     printf("model: %s (%s, %.1f MiB file, %.1fM matrix params, %.1f MiB weights read per token)\n",
            mf->file, mf->type, mf->file_bytes / 1048576.0, mf->matrix_params / 1e6,
            mf->bytes_per_token / 1048576.0);
+    print_kv_memory(mf, nr > 0 ? rows[0].r->kv_bytes : 0);
     if (mach)
         printf("machine: read bandwidth %.2f GB/s (%zu MiB streaming sum, %d threads); "
                "sgemm %.1f GFLOP/s (%s, this model's layer shapes at M=%ld, %d threads)\n",

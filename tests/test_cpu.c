@@ -530,7 +530,7 @@ static void greedy(const gt_model *m, gt_backend *b, const int32_t *prompt, int 
 {
     gt_err err = {{0}};
     gt_session *s = NULL;
-    const gt_session_params sp = {0, 0};
+    const gt_session_params sp = {0};
     ck_assert_msg(gt_session_new(m, b, &sp, &s, &err) == 0, "session: %s", err.msg);
     const int nv = gt_model_hparams(m)->n_vocab;
     float *logits = malloc(sizeof(float) * (size_t)nv);
@@ -598,7 +598,7 @@ static void logits_agree(const char *path, const char *text, double max_nmse, do
     for (int i = 0; i < 2; i++) {
         gt_backend *b = open_backend(names[i], 0, NULL);
         gt_session *s = NULL;
-        const gt_session_params sp = {0, 0};
+        const gt_session_params sp = {0};
         ck_assert_msg(gt_session_new(m, b, &sp, &s, &err) == 0, "%s", err.msg);
         l[i] = malloc(sizeof(float) * (size_t)nv * (size_t)np);
         ck_assert_ptr_nonnull(l[i]);
@@ -661,7 +661,7 @@ START_TEST(stories_quantized_threads_agree)
         for (int t = 0; t < 3; t++) {
             gt_backend *b = open_backend("cpu", t + 1, NULL);
             gt_session *s = NULL;
-            const gt_session_params sp = {0, 0};
+            const gt_session_params sp = {0};
             ck_assert_msg(gt_session_new(m, b, &sp, &s, &err) == 0, "%s", err.msg);
             l[t] = malloc(sizeof(float) * (size_t)nv * (N + 1));
             ck_assert_ptr_nonnull(l[t]);

@@ -60,16 +60,19 @@ void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
         memcpy(kr->iparams, rope[1], sizeof rope[1]);
         qr->fparams[0] = kr->fparams[0] = local ? hp->rope_base_local : hp->rope_base;
 
+        /* A local layer's cache row 0 holds position kv_base: the cache and
+         * attention see positions relative to it (RoPE above is absolute). */
+        const int row0 = pos0 - kv_base(s, l);
         gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
         gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,
-                                   kc->offset + (size_t)pos0 * KV * sizeof(float));
+                                   kc->offset + (size_t)row0 * KV * sizeof(float));
         gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
-                                   vc->offset + (size_t)pos0 * KV * sizeof(float));
-        node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
-        node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
+                                   vc->offset + (size_t)row0 * KV * sizeof(float));
+        node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = row0;
+        node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = row0;
 
         gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "attn", QD, n), qr, kc, vc);
-        int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, pos0, local ? hp->swa_window : 0};
+        int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, row0, local ? hp->swa_window : 0};
         memcpy(att->iparams, ap, sizeof ap);
         att->fparams[0] = hp->attn_scale;
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),

@@ -3,7 +3,9 @@
  * Buffers, all owned by the backend:
  *   weights  one per GGUF shard, made from the mmapped data section
  *            (zero-copy on host backends, one upload on devices)
- *   kv       K and V of every layer: (n_layer, 2, n_ctx, kv_dim) f32
+ *   kv       K and V of every layer, f32: (2, n_ctx, kv_dim) per global
+ *            layer, (2, window - 1 + n_batch, kv_dim) per sliding-window
+ *            layer (session_internal.h: which positions it holds)
  *   scratch  activations for one batch, reused by every layer (the graph
  *            runs in order, so layer l+1 may overwrite what layer l wrote)
  *   logits   grown on demand: 1 row, or n_batch rows when all are asked for
@@ -18,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STATE_MAGIC 0x53544731u /* "1GTS" */
+#define STATE_MAGIC 0x53544732u /* "2GTS": version 2 has swa_base */
 
 /* --- lifetime ------------------------------------------------------------- */
 
@@ -27,6 +29,27 @@ static int alloc(gt_session *s, size_t size, gt_buffer **out, const char *what, 
     if (s->be->iface->buffer_alloc(s->be, size, out, err) != 0)
         return gt_err_wrap(err, "allocating %s (%zu bytes)", what, size);
     return 0;
+}
+
+/* A window layer's row i at position p reads p - window + 1 .. p, so a
+ * batch of n_batch needs window - 1 older positions besides its own. */
+static int window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool full)
+{
+    const bool bounded = hp->swa_window > 0 && !full && hp->swa_window - 1 + n_batch < n_ctx;
+    return bounded ? hp->swa_window - 1 + n_batch : n_ctx;
+}
+
+uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full)
+{
+    if (n_batch <= 0)
+        n_batch = 512;
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+    const int w = window_rows(hp, n_ctx, n_batch, swa_full);
+    uint64_t rows = 0;
+    for (int l = 0; l < hp->n_layer; l++)
+        rows += (uint64_t)(gt_hparams_layer_local(hp, l) ? w : n_ctx);
+    return 2 * rows * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * sizeof(float);
 }
 
 int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
@@ -84,8 +107,18 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
             goto fail;
         }
     }
-    if (alloc(s, (size_t)hp->n_layer * 2 * s->n_ctx * s->kv_dim * sizeof(float), &s->kv,
-              "the KV cache", err) != 0)
+    s->swa_rows = window_rows(hp, s->n_ctx, s->n_batch, p && p->swa_full);
+    s->kv_off = calloc((size_t)hp->n_layer, sizeof *s->kv_off);
+    if (!s->kv_off) {
+        gt_err_set(err, "out of memory");
+        goto fail;
+    }
+    size_t kv_size = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        s->kv_off[l] = kv_size;
+        kv_size += (size_t)2 * kv_rows(s, l) * s->kv_dim * sizeof(float);
+    }
+    if (alloc(s, kv_size, &s->kv, "the KV cache", err) != 0)
         goto fail;
 
     const int64_t cols[A_COUNT] = {
@@ -129,6 +162,7 @@ void gt_session_free(gt_session *s)
     if (s->scratch) bi->buffer_free(s->scratch);
     if (s->logits_buf) bi->buffer_free(s->logits_buf);
     free(s->wbuf);
+    free(s->kv_off);
     free(s->t);
     free(s->nodes);
     free(s);
@@ -147,6 +181,39 @@ static int ensure_logit_rows(gt_session *s, int rows, gt_err *err)
     s->logits_buf = nb;
     s->logits_rows = rows;
     return 0;
+}
+
+/* Before a batch of nb tokens at pos: when it would run past the end of the
+ * window layers' caches, the newest window - 1 positions (all the batch
+ * reads besides its own) move down to row 0. Through host memory: once per
+ * n_batch tokens, and the backend contract needs no copy op for it. */
+static int swa_make_room(gt_session *s, int pos, int nb, gt_err *err)
+{
+    const gt_hparams *hp = &s->model->hp;
+    const int rel = pos - s->swa_base;
+    if (s->swa_rows == s->n_ctx || rel + nb <= s->swa_rows)
+        return 0;
+    const int keep = rel < hp->swa_window - 1 ? rel : hp->swa_window - 1;
+    const size_t row = (size_t)s->kv_dim * sizeof(float);
+    const size_t bytes = (size_t)keep * row;
+    char *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp)
+        return gt_err_set(err, "out of memory moving the sliding-window cache (%zu bytes)", bytes);
+    int rc = 0;
+    for (int l = 0; l < hp->n_layer && rc == 0; l++) {
+        if (!kv_is_window(s, l))
+            continue;
+        for (int which = 0; which < 2 && rc == 0; which++) {
+            const size_t at = s->kv_off[l] + (size_t)which * s->swa_rows * row;
+            if (s->be->iface->download(s->kv, at + (size_t)(rel - keep) * row, tmp, bytes, err) != 0 ||
+                s->be->iface->upload(s->kv, at, tmp, bytes, err) != 0)
+                rc = gt_err_wrap(err, "moving layer %d's sliding-window cache", l);
+        }
+    }
+    free(tmp);
+    if (rc == 0)
+        s->swa_base = pos - keep;
+    return rc;
 }
 
 int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits,
@@ -170,6 +237,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         const bool want = all_logits || last_batch;
         const int rows = all_logits ? nb : 1;
         if (want && ensure_logit_rows(s, rows, err) != 0)
+            return -1;
+        if (swa_make_room(s, pos, nb, err) != 0)
             return -1;
         if (s->be->iface->upload(s->scratch, s->act_offset[A_TOKENS], tokens + done,
                                  sizeof(int32_t) * (size_t)nb, err) != 0)
@@ -206,20 +275,67 @@ int gt_session_truncate(gt_session *s, int n_past, gt_err *err)
     if (n_past < 0 || n_past > s->n_past)
         return gt_err_set(err, "cannot truncate to %d: the session holds %d positions", n_past,
                           s->n_past);
+    /* The next token, at n_past, reads window - 1 older positions. */
+    const int w = s->model->hp.swa_window;
+    const int oldest = n_past > w - 1 ? n_past - (w - 1) : 0;
+    if (s->swa_rows < s->n_ctx && n_past < s->n_past && oldest < s->swa_base)
+        return gt_err_set(err,
+                          "cannot truncate to %d: the sliding-window layers keep positions %d.. "
+                          "only (a cache of %d positions; a session with swa_full keeps all)",
+                          n_past, s->swa_base, s->swa_rows);
     s->n_past = n_past;
     return 0;
 }
 
+int gt_session_kv_rows(const gt_session *s, int layer)
+{
+    return layer < 0 || layer >= s->model->hp.n_layer ? -1 : kv_rows(s, layer);
+}
+
+uint64_t gt_session_kv_bytes(const gt_session *s) { return s->kv->size; }
+
 /* --- state ---------------------------------------------------------------- */
 
 typedef struct state_header {
-    uint32_t magic, n_layer, kv_dim, n_past;
+    uint32_t magic, n_layer, kv_dim, n_past, swa_base;
 } state_header;
+
+/* The rows of layer l a state holds: its positions base..n_past-1. */
+static size_t state_rows(const gt_session *s, int l, uint32_t n_past, uint32_t swa_base)
+{
+    return kv_is_window(s, l) ? n_past - swa_base : n_past;
+}
+
+static size_t state_size(const gt_session *s, uint32_t n_past, uint32_t swa_base)
+{
+    size_t n = sizeof(state_header);
+    for (int l = 0; l < s->model->hp.n_layer; l++)
+        n += 2 * state_rows(s, l, n_past, swa_base) * s->kv_dim * sizeof(float);
+    return n;
+}
 
 size_t gt_session_state_size(const gt_session *s)
 {
-    return sizeof(state_header) +
-           (size_t)s->model->hp.n_layer * 2 * s->n_past * s->kv_dim * sizeof(float);
+    return state_size(s, (uint32_t)s->n_past, (uint32_t)s->swa_base);
+}
+
+/* Copies each layer's used K and V rows between the cache and buf. */
+static int state_copy(const gt_session *s, char *buf, uint32_t n_past, uint32_t swa_base,
+                      bool save, gt_err *err)
+{
+    const size_t row = (size_t)s->kv_dim * sizeof(float);
+    char *p = buf + sizeof(state_header);
+    for (int l = 0; l < s->model->hp.n_layer; l++) {
+        const size_t used = state_rows(s, l, n_past, swa_base) * row;
+        for (int which = 0; which < 2; which++, p += used) {
+            const size_t at = s->kv_off[l] + (size_t)which * kv_rows(s, l) * row;
+            const int rc = save ? s->be->iface->download(s->kv, at, p, used, err)
+                                : s->be->iface->upload(s->kv, at, p, used, err);
+            if (rc != 0)
+                return gt_err_wrap(err, "%s layer %d's KV state", save ? "saving" : "restoring", l);
+        }
+    }
+    return 0;
 }
 
 int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *err)
@@ -228,15 +344,9 @@ int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *e
         return gt_err_set(err, "state buffer of %zu bytes is smaller than %zu", size,
                           gt_session_state_size(s));
     state_header h = {STATE_MAGIC, (uint32_t)s->model->hp.n_layer, (uint32_t)s->kv_dim,
-                      (uint32_t)s->n_past};
+                      (uint32_t)s->n_past, (uint32_t)s->swa_base};
     memcpy(buf, &h, sizeof h);
-    char *p = (char *)buf + sizeof h;
-    const size_t used = (size_t)s->n_past * s->kv_dim * sizeof(float);
-    const size_t per = (size_t)s->n_ctx * s->kv_dim * sizeof(float);
-    for (int i = 0; i < 2 * s->model->hp.n_layer; i++, p += used)
-        if (s->be->iface->download(s->kv, (size_t)i * per, p, used, err) != 0)
-            return gt_err_wrap(err, "saving KV state");
-    return 0;
+    return state_copy(s, buf, h.n_past, h.swa_base, true, err);
 }
 
 int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *err)
@@ -252,16 +362,18 @@ int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *e
                           h.n_layer, h.kv_dim, s->model->hp.n_layer, s->kv_dim);
     if (h.n_past > (uint32_t)s->n_ctx)
         return gt_err_set(err, "state holds %u positions, the context is %d", h.n_past, s->n_ctx);
-    const size_t used = (size_t)h.n_past * s->kv_dim * sizeof(float);
-    if (size != sizeof h + used * 2 * h.n_layer)
+    if (h.swa_base > h.n_past || h.n_past - h.swa_base > (uint32_t)s->swa_rows)
+        return gt_err_set(err,
+                          "state's sliding-window layers hold positions %u..%u, more than this "
+                          "session's %d",
+                          h.swa_base, h.n_past, s->swa_rows);
+    if (size != state_size(s, h.n_past, h.swa_base))
         return gt_err_set(err, "state is %zu bytes, expected %zu", size,
-                          sizeof h + used * 2 * h.n_layer);
-    const char *p = (const char *)buf + sizeof h;
-    const size_t per = (size_t)s->n_ctx * s->kv_dim * sizeof(float);
-    for (uint32_t i = 0; i < 2 * h.n_layer; i++, p += used)
-        if (s->be->iface->upload(s->kv, (size_t)i * per, p, used, err) != 0)
-            return gt_err_wrap(err, "restoring KV state");
+                          state_size(s, h.n_past, h.swa_base));
+    if (state_copy(s, (char *)buf, h.n_past, h.swa_base, false, err) != 0)
+        return -1;
     s->n_past = (int)h.n_past;
+    s->swa_base = (int)h.swa_base;
     return 0;
 }
 

@@ -23,6 +23,14 @@ struct gt_session {
     int n_ctx, n_batch, n_past;
     int kv_dim;
 
+    /* The KV cache: layer l's K rows then its V rows, from kv_off[l]. A
+     * sliding-window layer keeps swa_rows positions (window - 1 + n_batch,
+     * all a batch can need), the oldest at swa_base; every other layer
+     * keeps n_ctx from position 0. session.c moves the newest window - 1
+     * down when a batch would not fit (swa_make_room). */
+    size_t *kv_off;         /* (n_layer) */
+    int swa_rows, swa_base;
+
     gt_buffer **wbuf;       /* (n_shards) */
     int n_wbuf;
     gt_buffer *kv;
@@ -103,11 +111,27 @@ static inline gt_tensor *same(gt_session *s, gt_tensor *like, const char *name)
     return new_tensor(s, name, like->type, like->ne[0], like->ne[1], like->buf, like->offset);
 }
 
+static inline bool kv_is_window(const gt_session *s, int layer)
+{
+    return gt_hparams_layer_local(&s->model->hp, layer);
+}
+
+/* Cache rows of a layer, and the position its row 0 holds. */
+static inline int kv_rows(const gt_session *s, int layer)
+{
+    return kv_is_window(s, layer) ? s->swa_rows : s->n_ctx;
+}
+static inline int kv_base(const gt_session *s, int layer)
+{
+    return kv_is_window(s, layer) ? s->swa_base : 0;
+}
+
 static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */)
 {
-    size_t per = (size_t)s->n_ctx * s->kv_dim * sizeof(float);
-    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, s->n_ctx, s->kv,
-                      ((size_t)layer * 2 + which) * per);
+    const int rows = kv_rows(s, layer);
+    const size_t per = (size_t)rows * s->kv_dim * sizeof(float);
+    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, rows, s->kv,
+                      s->kv_off[layer] + (size_t)which * per);
 }
 
 /* The forward pass of n tokens at positions pos0.. into s->nodes; the

@@ -18,6 +18,10 @@
 typedef struct gt_session_params {
     int n_ctx;    /* KV positions; 0 = min(model's trained context, 2048) */
     int n_batch;  /* tokens per graph; longer evals are split; 0 = 512 */
+    /* Sliding-window layers keep window - 1 + n_batch positions (all that a
+     * batch can read), not n_ctx; true keeps n_ctx there too (tests compare
+     * the two). */
+    bool swa_full;
 } gt_session_params;
 
 typedef struct gt_session gt_session;
@@ -37,13 +41,24 @@ int gt_session_n_past(const gt_session *s);
 int gt_session_n_ctx(const gt_session *s);
 const gt_model *gt_session_model(const gt_session *s);
 gt_backend *gt_session_backend(const gt_session *s);
-/* Forget positions >= n_past (0 <= n_past <= current). */
+/* Forget positions >= n_past (0 <= n_past <= current). With a bounded
+ * sliding-window cache, fails when positions the next token would attend to
+ * in a window layer were already dropped. */
 int gt_session_truncate(gt_session *s, int n_past, gt_err *err);
 
 /* Serialized state: n_past plus the used part of the KV cache. */
 size_t gt_session_state_size(const gt_session *s);
 int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *err);
 int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *err);
+
+/* Positions layer's KV cache holds (n_ctx, or fewer in a sliding-window
+ * layer), -1 for a layer the model does not have. */
+int gt_session_kv_rows(const gt_session *s, int layer);
+/* Bytes of the KV cache, all layers. */
+uint64_t gt_session_kv_bytes(const gt_session *s);
+/* What a session's KV cache would take with these parameters (n_batch 0 =
+ * the default), without making one: for reports at long contexts. */
+uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full);
 
 /* Bytes of backend memory the session holds (weights uploaded, KV, scratch). */
 uint64_t gt_session_device_bytes(const gt_session *s);
