@@ -437,6 +437,8 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
             first = false;
         }
     fputs("]\"></div>\n", f);
+    if (!r->n)
+        fputs("<p class=\"callout info\">This run recorded no cells.</p>\n", f);
     fputs("<div id=\"grid-view\"></div><noscript><p class=\"callout info\">The grid, the metric "
           "tables and the cell details are drawn by the page's script from the data embedded "
           "in this file; with JavaScript off, gauntlet report --json gives the same "

@@ -81,7 +81,7 @@ const char gt_html_js[] =
     "G.rows.forEach(function(r,i){var g=groups[groups.length-1];if(!g||g.m!==r[0])groups.push({m:r[0],a:i,b:i+1});else g.b=i+1;});\n"
     "(function(){var cur=null;groups.forEach(function(g){var n=(g.b-g.a)*nc;if(!cur||(cur.n+n>480&&cur.g.length)){cur={g:[],n:0};pages.push(cur);}cur.g.push(g);cur.n+=n;});})();\n"
     "function grid(){var box=document.getElementById('grid-view');if(!box)return;box.textContent='';\n"
-    " if(!pages.length){box.appendChild(h('p',{'class':'callout info'},'This run recorded no cells.'));return;}\n"
+    " if(!pages.length)return;\n"
     " pager(box,pages.length,gp,function(p){gp=p;grid();charts();},function(i){var g=pages[i].g;return S[g[0].m]+(g.length>1?' \\u2026 '+S[g[g.length-1].m]:'');});\n"
     " var t=h('table',{'class':'grid'}),hd=h('thead'),r1=h('tr'),r2=h('tr'),j,k;\n"
     " r1.appendChild(h('th',{rowspan:2},'model'));r1.appendChild(h('th',{rowspan:2},'quant'));\n"

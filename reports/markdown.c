@@ -18,6 +18,7 @@
 #define MAX_GRID_ROWS 60
 #define MAX_GRID_COLS 12
 #define MAX_GATE_LINES 40
+#define MAX_ARTIFACTS 60
 
 static void md(FILE *f, const char *s, size_t max)
 {
@@ -166,7 +167,8 @@ static void provenance_section(FILE *f, const gt_rep_run *r)
     if (!r->n_artifacts)
         return;
     fputs("\n### Provenance\n\n", f);
-    for (int i = 0; i < r->n_artifacts; i++) {
+    /* A comment has a size limit; the HTML and JSON list every file. */
+    for (int i = 0; i < r->n_artifacts && i < MAX_ARTIFACTS; i++) {
         const gt_rep_artifact *a = &r->artifacts[i];
         fputs("- `", f);
         md(f, a->model, 100);
@@ -187,6 +189,9 @@ static void provenance_section(FILE *f, const gt_rep_run *r)
         md(f, a->derivation, 300);
         fputc('\n', f);
     }
+    if (r->n_artifacts > MAX_ARTIFACTS)
+        fprintf(f, "- … and %d more (see the HTML or JSON report)\n",
+                r->n_artifacts - MAX_ARTIFACTS);
 }
 
 static void history_section(FILE *f, const gt_rep_run *r)
