@@ -506,6 +506,17 @@ START_TEST(quickstart_run)
     check_junit_counts(db, run, x);
     ck_assert_ptr_nonnull(strstr(h, rc == 0 ? "GATE PASS" : "GATE FAIL"));
     ck_assert_ptr_nonnull(strstr(h, "synth-tiny"));
+    /* Provenance: every file the cells name, with its sha256; quants say
+     * what they were derived from. */
+    snprintf(q, sizeof q, "SELECT count(DISTINCT sha256) FROM artifacts WHERE sha256 IN (SELECT"
+                          " artifact_sha256 FROM cells UNION SELECT model_sha256 FROM cells)");
+    int64_t n_art = sql_int(db, q);
+    const char *prov = strstr(h, "<section id=\"provenance\">");
+    ck_assert_ptr_nonnull(prov);
+    ck_assert_int_eq(count(prov, "<tr id=\"art-"), n_art);
+    snprintf(q, sizeof q, "SELECT count(*) FROM artifacts WHERE kind = 'quant'");
+    if (sql_int(db, q) > 0)
+        ck_assert_ptr_nonnull(strstr(prov, "gauntlet quantize "));
     free(x);
     free(h);
 }
@@ -644,6 +655,55 @@ START_TEST(large_run_is_lazy)
 }
 END_TEST
 
+/* The 3,000-cell report in a real browser: it paints, a cell named in the
+ * address opens with its details built, and the provenance lists the
+ * fixture's files. Skipped, with the reason, without Chromium. */
+START_TEST(browser_render)
+{
+    if (access("/usr/bin/chromium", X_OK) != 0) {
+        fprintf(stderr, "test_reports: browser_render skipped: no /usr/bin/chromium\n");
+        return;
+    }
+    int64_t base, cur;
+    const char *db = make_db("b3k.sqlite", 3000, &base, &cur);
+    char html[512], png[512], dom[512];
+    snprintf(html, sizeof html, "%s", gt_test_tmp("b3k.html"));
+    snprintf(png, sizeof png, "%s", gt_test_tmp("b3k.png"));
+    snprintf(dom, sizeof dom, "%s", gt_test_tmp("b3k.dom"));
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --baseline %lld --html %s", GAUNTLET,
+                                db, (long long)cur, (long long)base, html),
+                     0);
+    ck_assert_int_eq(gt_test_sh("%s/ci/render-report.sh %s %s >/dev/null", GT_SOURCE_DIR, html, png),
+                     0);
+    /* Cell 2041 is on no first page (grid: ~480 cells, list: 200). */
+    const char *cell = "m170/f32/cpu/openblas";
+    ck_assert_int_eq(gt_test_sh("p=$(mktemp -d) && timeout 120 /usr/bin/chromium --headless "
+                                "--no-sandbox --disable-gpu --user-data-dir=$p "
+                                "--virtual-time-budget=2000 --dump-dom 'file://%s#cell-%s' >%s "
+                                "2>/dev/null; rm -rf $p",
+                                html, cell, dom),
+                     0);
+    char *d = gt_test_slurp(dom);
+    ck_assert_ptr_nonnull(d);
+    const char *focus = strstr(d, "<div id=\"cell-focus\"><details class=\"cell\"");
+    ck_assert_msg(focus, "the named cell was not opened");
+    char *one = strndup(focus, (size_t)(strstr(focus, "</details>") - focus));
+    char want[128];
+    snprintf(want, sizeof want, "<span class=\"mono\">%s</span>", cell);
+    ck_assert_ptr_nonnull(strstr(one, want));
+    ck_assert_ptr_nonnull(strstr(one, " open="));
+    ck_assert_ptr_nonnull(strstr(one, "<table class=\"mt\">"));
+    ck_assert_ptr_nonnull(strstr(one, "Artifact: "));
+    free(one);
+    /* The grid drew one page, with its links. */
+    ck_assert_ptr_nonnull(strstr(d, "<table class=\"grid\">"));
+    const char *prov = strstr(d, "<section id=\"provenance\">");
+    ck_assert_ptr_nonnull(prov);
+    ck_assert_int_eq(count(prov, "<tr id=\"art-"), 3 * 250);
+    free(d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reports");
@@ -655,6 +715,7 @@ static Suite *suite(void)
     tcase_add_test(t, empty_run);
     tcase_add_test(t, history_changed_since);
     tcase_add_test(t, large_run_is_lazy);
+    tcase_add_test(t, browser_render);
     tcase_add_test(t, quickstart_run);
     suite_add_tcase(s, t);
     return s;
