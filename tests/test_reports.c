@@ -488,7 +488,7 @@ START_TEST(quickstart_run)
     struct stat sb;
     ck_assert_msg(rc == 0 || rc == 1, "qualify %s exited %d (0 or 1 expected)", matrix, rc);
     ck_assert_msg(stat(db, &sb) == 0, "qualify wrote no database %s", db);
-    char q[128];
+    char q[512];
     snprintf(q, sizeof q, "SELECT max(id) FROM runs");
     int64_t run = sql_int(db, q);
     char html[512], xml[512];
