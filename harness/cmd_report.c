@@ -5,7 +5,8 @@
  * a run id or key in the same file, or another database file, whose newest
  * run of the same matrix and tier is taken (a previous release's DB kept as
  * a CI artifact is the common case). Several outputs can be written in one
- * call; the run is loaded once. */
+ * call; the run is loaded once. --history N reads the previous runs of the
+ * same matrix and tier from the same file (reports/history.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 static void help(FILE *f)
 {
     fprintf(f,
-            "usage: gauntlet report --db FILE [--run ID] [--baseline ID|DBFILE]\n"
+            "usage: gauntlet report --db FILE [--run ID] [--baseline ID|DBFILE] [--history N]\n"
             "                       (--html OUT | --junit OUT | --markdown OUT | --json OUT)...\n"
             "  --db FILE         the results database\n"
             "  --run ID          run id or run key (default: the newest run)\n"
@@ -29,11 +30,20 @@ static void help(FILE *f)
             "                    (its newest run of the same matrix and tier)\n"
             "  --threshold PCT   performance change that counts as a regression/improvement\n"
             "                    (default: the gate's perf_regression_pct, else 5)\n"
+            "  --history N       each cell's status in the last N runs (2..60) of the same\n"
+            "                    matrix and tier in this file (merged runs count), sparklines\n"
+            "                    of decode t/s, drift KLD and top-1, and a \"changed since\"\n"
+            "                    list: status flips and metrics that left the spread of the\n"
+            "                    earlier runs, each with the run where it happened\n"
             "  --html OUT        self-contained HTML compatibility report\n"
             "  --junit OUT       JUnit XML (one testsuite per cell)\n"
             "  --markdown OUT    summary for a pull-request comment\n"
             "  --json OUT        everything, for other tools\n"
-            "  OUT may be - for stdout.\n");
+            "  OUT may be - for stdout.\n"
+            "The HTML report paints the verdict, gate reasons and summary first; the grid,\n"
+            "metric tables and cell details are drawn from a data block embedded in the\n"
+            "same file, a page at a time (one file, no network). Every output lists the\n"
+            "run's artifacts: sha256, size, source, license and how each was derived.\n");
 }
 
 /* Resolves an id or run key to runs.id. 0 ok, -1 (printed). */
@@ -88,7 +98,8 @@ int cmd_report(int argc, char **argv)
         {"baseline", required_argument, 0, 'b'},  {"threshold", required_argument, 0, 't'},
         {"html", required_argument, 0, 'H'},      {"junit", required_argument, 0, 'J'},
         {"markdown", required_argument, 0, 'M'},  {"json", required_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+        {"history", required_argument, 0, 'n'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -103,6 +114,16 @@ int cmd_report(int argc, char **argv)
                 return GT_EXIT_USAGE;
             }
             break;
+        case 'n': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 2 || v > 60) {
+                fprintf(stderr, "gauntlet report: --history expects a number of runs, 2 to 60\n");
+                return GT_EXIT_USAGE;
+            }
+            o.history = (int)v;
+            break;
+        }
         case 'H': o.html = optarg; break;
         case 'J': o.junit = optarg; break;
         case 'M': o.markdown = optarg; break;

@@ -80,3 +80,36 @@ void gt_report_esc_n(FILE *f, const char *str, size_t n)
 }
 
 void gt_report_esc(FILE *f, const char *s) { gt_report_esc_n(f, s ? s : "", s ? strlen(s) : 0); }
+
+void gt_report_json_str(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str);
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+        } else if (c == '<' || c == '>' || c == '&' || c < 0x20 || c == 0x7F) {
+            /* Markup characters as \u escapes: the block then holds no '<'
+             * or '&' at all, so it can end neither the script element nor
+             * the document's well-formedness. */
+            fprintf(f, "\\u%04x", c);
+        } else if (c >= 0x80) {
+            int len = utf8_len(s + i, n - i);
+            if (len == 0) {
+                fputs("\\ufffd", f);
+                i++;
+                continue;
+            }
+            fwrite(s + i, 1, (size_t)len, f);
+            i += (size_t)len;
+            continue;
+        } else {
+            fputc(c, f);
+        }
+        i++;
+    }
+    fputc('"', f);
+}

@@ -13,9 +13,15 @@
  *      plain words;
  *   5. environment: every backend, device, driver and version seen;
  *   6. accuracy and performance across cells;
- *   7. each cell's details: every check and metric with value, tolerance
- *      and verdict, the reason, and the log of failures, crashes and
- *      timeouts. Cells that need attention are open; passing ones folded.
+ *   7. provenance: every file the run used, its source, license and how it
+ *      was derived (html_provenance.c);
+ *   8. each cell's details: every check and metric with value, tolerance
+ *      and verdict, the reason, its artifact, its history, and the log of
+ *      failures, crashes and timeouts.
+ * What scales with the cell count (the grid, metric tables, charts, cell
+ * details) is not markup: it is one compact JSON block (html_data.c) that
+ * the script (html_lazy.c) turns into DOM a page at a time, so the page
+ * paints the verdict and summary first whatever the run's size.
  * The markup is polyglot: HTML5 that is also well-formed XML (void
  * elements closed, the script in CDATA), so `xmllint --noout` checks every
  * report strictly, and a stray unescaped byte cannot hide.
@@ -387,125 +393,6 @@ static void environment(FILE *f, const gt_rep_run *r)
     fputs("</section>\n", f);
 }
 
-/* A check's or metric's verdict: colour on the cell, symbol and word in
- * it; lighter than a badge because a large run has 100,000 of them. "info"
- * is a measured value with no tolerance: neither pass nor fail. */
-static void verdict_td(FILE *f, const char *v)
-{
-    bool info = !strcmp(v, "info");
-    fputs("<td class=\"vd vd-", f);
-    E(v);
-    fprintf(f, "\">%s ", info ? "&#183;" : gt_report_icon(v));
-    E(v);
-    fputs("</td>", f);
-}
-
-static void cell_details(FILE *f, const gt_rep_cell *c, const gt_rep_status_delta *delta)
-{
-    bool attention = strcmp(c->status, "pass") != 0 && strcmp(c->status, "skip") != 0;
-    fprintf(f, "<details class=\"cell\" id=\"c%lld\" data-st=\"", (long long)c->id);
-    E(c->status);
-    fprintf(f, "\"%s><summary>", attention ? " open=\"open\"" : "");
-    gt_html_badge(f, c->status, NULL, NULL);
-    fputs(" <span class=\"mono\">", f);
-    E(c->cell_id);
-    fputs("</span>", f);
-    if (!c->required)
-        fputs(" <span class=\"sub\">(optional)</span>", f);
-    if (delta && delta->base) {
-        fputs(" <span class=\"sub\">", f);
-        E(gt_report_change_name(delta->kind));
-        fputs(", baseline: ", f);
-        E(delta->base->status);
-        fputs("</span>", f);
-    } else if (delta) {
-        fputs(" <span class=\"sub\">(not in baseline)</span>", f);
-    }
-    fputs("</summary>\n<p class=\"kv\">", f);
-    const char *kv[][2] = {{"model", c->model},       {"quant", c->quant},
-                           {"backend", c->backend},   {"driver", c->driver},
-                           {"device", c->device},     {"host", c->host},
-                           {"expected", c->expected}, {"raw status", c->raw_status}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
-        if (!kv[i][1][0])
-            continue;
-        fprintf(f, "%s <b>", kv[i][0]);
-        E(kv[i][1]);
-        fputs("</b> &#183; ", f);
-    }
-    fprintf(f, "%s &#183; %.2f s &#183; %d attempt%s</p>\n", c->required ? "required" : "optional",
-            c->duration_s, c->attempts, c->attempts == 1 ? "" : "s");
-    if (c->reason[0]) {
-        fputs("<p><b>Reason:</b> ", f);
-        E(c->reason);
-        fputs("</p>\n", f);
-    }
-    if (c->expect_reason[0]) {
-        fputs("<p><b>Expected to ", f);
-        E(c->expected);
-        fputs(":</b> ", f);
-        E(c->expect_reason);
-        fputs("</p>\n", f);
-    }
-    if (c->n_checks) {
-        fputs("<table class=\"ck\"><thead><tr><th>suite</th><th>check</th><th>verdict</th>"
-              "<th>message</th>"
-              "</tr></thead><tbody>\n",
-              f);
-        for (int k = 0; k < c->n_checks; k++) {
-            const gt_rep_check *x = &c->checks[k];
-            bool bad = strcmp(x->status, "pass") != 0 && strcmp(x->status, "skip") != 0;
-            fprintf(f, "<tr%s><td>", bad ? " class=\"bad\"" : "");
-            E(x->suite);
-            fputs("</td><td>", f);
-            E(x->name);
-            fputs("</td>", f);
-            verdict_td(f, x->status);
-            fputs("<td>", f);
-            E(x->message);
-            fputs("</td></tr>\n", f);
-        }
-        fputs("</tbody></table>\n", f);
-    }
-    if (c->n_metrics) {
-        fputs("<table class=\"mt\"><thead><tr><th>metric</th><th class=\"num\">value</th>"
-              "<th>unit</th>"
-              "<th>tolerance</th><th>verdict</th></tr></thead><tbody>\n",
-              f);
-        for (int k = 0; k < c->n_metrics; k++) {
-            const gt_rep_metric *m = &c->metrics[k];
-            char label[256], v[32], t[32];
-            gt_report_metric_label(m, label, sizeof label);
-            gt_report_num(m->value, v, sizeof v);
-            gt_report_num(m->tolerance, t, sizeof t);
-            bool bad = !strcmp(m->verdict, "fail");
-            fprintf(f, "<tr%s><td>", bad ? " class=\"bad\"" : "");
-            E(label);
-            fprintf(f, "</td><td class=\"num v\">%s</td><td>", m->has_value ? v : "&#8212;");
-            E(m->unit);
-            fputs("</td><td>", f);
-            if (m->has_tol) {
-                E(m->comparator);
-                fprintf(f, " %s", t);
-            } else {
-                fputs("&#8212;", f);
-            }
-            fputs("</td>", f);
-            verdict_td(f, m->verdict);
-            fputs("</tr>\n", f);
-        }
-        fputs("</tbody></table>\n", f);
-    }
-    if (!c->n_checks && !c->n_metrics)
-        fputs("<p class=\"sub\">No checks or metrics were recorded for this cell.</p>\n", f);
-    if (c->log[0] && (attention || gt_report_is_bad(c->status))) {
-        fputs("<h3>Log (tail)</h3><pre>", f);
-        E(c->log);
-        fputs("</pre>\n", f);
-    }
-    fputs("</details>\n", f);
-}
-
 int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\" xmlns=\"http://www.w3.org/1999/xhtml\"><head>"
@@ -522,14 +409,19 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
     fputs("</style></head><body>\n", f);
     header(f, r);
     fputs("<nav class=\"toc\"><a href=\"#summary\">Summary</a>", f);
+    if (r->hist)
+        fputs("<a href=\"#history\">Changed since</a>", f);
     if (d)
         fputs("<a href=\"#baseline\">Against the baseline</a>", f);
     fputs("<a href=\"#grid\">Grid</a><a href=\"#limitations\">Known limitations</a>"
           "<a href=\"#environment\">Environment</a><a href=\"#accuracy\">Accuracy</a>"
           "<a href=\"#performance\">Performance</a><a href=\"#headroom\">Headroom</a>"
+          "<a href=\"#provenance\">Provenance</a>"
           "<a href=\"#cells\">Cell details</a></nav>\n",
           f);
     summary(f, r, d);
+    if (r->hist)
+        gt_html_history(f, r);
     if (d)
         baseline(f, d);
     fputs("<section id=\"grid\"><h2>Compatibility grid</h2>\n<p class=\"sub\">Rows: model "
@@ -545,9 +437,13 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
             first = false;
         }
     fputs("]\"></div>\n", f);
-    if (gt_html_grid(f, r, d, err) != 0)
-        return -1;
-    fputs("</section>\n", f);
+    if (!r->n)
+        fputs("<p class=\"callout info\">This run recorded no cells.</p>\n", f);
+    fputs("<div id=\"grid-view\"></div><noscript><p class=\"callout info\">The grid, the metric "
+          "tables and the cell details are drawn by the page's script from the data embedded "
+          "in this file; with JavaScript off, gauntlet report --json gives the same "
+          "data.</p></noscript>\n</section>\n",
+          f);
     limitations(f, r);
     environment(f, r);
     fputs("<section id=\"accuracy\"><h2>Accuracy</h2>\n", f);
@@ -556,24 +452,21 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
     gt_html_performance(f, r);
     fputs("</section>\n<section id=\"headroom\"><h2>Headroom of the bounds</h2>\n", f);
     gt_html_headroom(f, r);
-    fputs("</section>\n<section id=\"cells\"><h2>Cell details</h2>\n<p class=\"sub\">Cells that "
-          "need attention are open; click a passing cell to see its checks and metrics.</p>\n",
+    fputs("</section>\n", f);
+    gt_html_provenance(f, r);
+    fputs("<section id=\"cells\"><h2>Cell details</h2>\n<p class=\"sub\">Open a "
+          "cell to see its checks, metrics, artifact, history and log; the status filters above "
+          "the grid apply here too.</p>\n<div id=\"cell-search\"></div><div id=\"cell-focus\">"
+          "</div><div id=\"cell-list\"></div>\n",
           f);
-    /* Only changed cells carry a baseline note, and the diff lists them. */
-    const gt_rep_status_delta **delta = calloc((size_t)(r->n ? r->n : 1), sizeof *delta);
-    if (!delta)
-        return gt_err_set(err, "out of memory");
-    for (int i = 0; d && i < d->n_status; i++)
-        if (d->status[i].cur)
-            delta[d->status[i].cur - r->cells] = &d->status[i];
-    for (int i = 0; i < r->n; i++)
-        cell_details(f, &r->cells[i], delta[i]);
-    free(delta);
     fputs("</section>\n<footer>Generated by gauntlet ", f);
     E(r->tool_version);
     fputs(" from ", f);
     E(r->db_path);
-    fputs(". Self-contained: no external resources.</footer>\n<script>//<![CDATA[\n", f);
+    fputs(". Self-contained: no external resources.</footer>\n", f);
+    if (gt_html_data(f, r, d, err) != 0)
+        return -1;
+    fputs("<script>//<![CDATA[\n", f);
     fputs(gt_html_js, f);
     fputs("//]]></script>\n</body></html>\n", f);
     return 0;

@@ -1,9 +1,10 @@
 /* html.h: what the HTML report's files share (private to reports/).
  *
- * html.c writes the document, its header, baseline changes, limitations,
- * environment and the per-cell details; html_grid.c the compatibility grid
- * and legend; html_charts.c the accuracy table and the performance charts
- * (inline SVG); html_assets.c the inlined CSS and JS. */
+ * html.c writes the document, its header, baseline changes, limitations
+ * and environment; html_grid.c badges, links and the legend; html_charts.c
+ * the placeholders of the metric tables and charts; html_data.c the data
+ * block; html_lazy.c the script that draws from it; html_provenance.c the
+ * provenance and history sections; html_assets.c the CSS. */
 #ifndef GT_HTML_H
 #define GT_HTML_H
 
@@ -22,7 +23,11 @@ void gt_html_cell_href(char *out, size_t cap, const gt_rep_cell *c);
 void gt_html_cell_link(FILE *f, const gt_rep_cell *c);
 
 void gt_html_legend(FILE *f);
-int gt_html_grid(FILE *f, const gt_rep_run *r, const gt_rep_diff *d, gt_err *err);
+/* The data block the script builds the grid, tables and details from. */
+int gt_html_data(FILE *f, const gt_rep_run *r, const gt_rep_diff *d, gt_err *err);
+/* The provenance section, and the history's "changed since" section. */
+void gt_html_provenance(FILE *f, const gt_rep_run *r);
+void gt_html_history(FILE *f, const gt_rep_run *r);
 void gt_html_accuracy(FILE *f, const gt_rep_run *r);
 void gt_html_performance(FILE *f, const gt_rep_run *r);
 

@@ -8,10 +8,9 @@
  * and every status also carries its name and a symbol, so nothing rests on
  * colour alone and a black-and-white print still reads.
  *
- * The script only adds conveniences: status filters (inserted by the
- * script, so there are no dead controls with JS off), sortable tables,
- * opening a cell's details when its grid link is followed, and opening all
- * details before printing. Everything is readable without it. */
+ * The script (html_lazy.c) builds the grid, the metric tables and the
+ * cell details from the embedded data; the CSS for what it builds is here
+ * with the rest. */
 #include "html.h"
 
 const char gt_html_css[] =
@@ -83,44 +82,16 @@ const char gt_html_css[] =
     "fill:#222}svg.chart .bar1{fill:#0072B2}svg.chart .bar2{fill:#E69F00}svg.chart .axis"
     "{stroke:#999}\n.charts{display:flex;flex-wrap:wrap;gap:8px 40px}\n"
     "#filters label{margin-right:10px;white-space:nowrap}\n"
+    ".pager{margin:6px 0;display:flex;gap:6px;align-items:center}\n"
+    "span.hist{display:block;line-height:6px;margin-top:2px}span.hist i{display:inline-block;"
+    "width:8px;height:6px;margin-right:1px;border:1px solid #888}span.hist i.hx{background:#fff;"
+    "border-style:dotted}p.histp span.hist{display:inline-block}\n"
+    "svg.spark{vertical-align:middle}svg.spark polyline{fill:none;stroke:#0072B2;stroke-width:1.5}"
+    "svg.spark circle{fill:#0072B2}\n"
+    "td.bad{background:var(--fail-bg)}th.sort{cursor:pointer}th.sort:after{content:' \\2195';"
+    "color:#aaa}\n"
     "footer{margin-top:40px;color:var(--muted);font-size:12px}\n"
     "@media print{body{max-width:none;padding:0;font-size:11px}.scroll{overflow:visible}nav.toc,#filters{display:none}"
     "a{color:inherit;text-decoration:none}pre{max-height:none}details.cell{break-inside:avoid}"
     "h2{break-after:avoid}table.grid td.dim a.st{opacity:1}"
     "*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}\n";
-
-const char gt_html_js[] =
-    "(function(){\n"
-    "'use strict';\n"
-    "function openTarget(){var h=location.hash.slice(1);if(!h)return;var e=document."
-    "getElementById(h);if(e&&e.tagName==='DETAILS')e.open=true;}\n"
-    "window.addEventListener('hashchange',openTarget);openTarget();\n"
-    "window.addEventListener('beforeprint',function(){document.querySelectorAll("
-    "'details').forEach(function(d){d.open=true;});});\n"
-    /* Sorting: numeric when both cells parse (data-v wins), else text. */
-    "document.querySelectorAll('table.sortable').forEach(function(t){\n"
-    " t.querySelectorAll('thead th').forEach(function(th,i){th.addEventListener('click',"
-    "function(){\n"
-    "  var tb=t.tBodies[0],rows=Array.prototype.slice.call(tb.rows),dir=th.dataset.dir==='1'?-1:1;"
-    "th.dataset.dir=dir===1?'1':'0';\n"
-    "  function key(r){var c=r.cells[i];if(!c)return '';var v=c.dataset.v!==undefined?c.dataset"
-    ".v:c.textContent;var n=parseFloat(v);return isNaN(n)?v.toLowerCase():n;}\n"
-    "  rows.sort(function(a,b){var x=key(a),y=key(b);if(typeof x==='number'&&typeof y==='number')"
-    "return (x-y)*dir;return String(x)<String(y)?-dir:String(x)>String(y)?dir:0;});\n"
-    "  rows.forEach(function(r){tb.appendChild(r);});});});});\n"
-    /* Filters: one checkbox per status present. */
-    "var box=document.getElementById('filters');if(box){\n"
-    " var sts=JSON.parse(box.dataset.statuses||'[]'),on={};\n"
-    " function apply(){document.querySelectorAll('[data-st]').forEach(function(e){\n"
-    "  var hit=on[e.dataset.st];if(e.tagName==='TD')e.classList.toggle('dim',!hit);"
-    "else e.style.display=hit?'':'none';});}\n"
-    " box.appendChild(document.createTextNode('Show: '));\n"
-    " sts.forEach(function(s){on[s]=true;var l=document.createElement('label'),c=document."
-    "createElement('input');c.type='checkbox';c.checked=true;c.addEventListener('change',"
-    "function(){on[s]=c.checked;apply();});l.appendChild(c);l.appendChild(document."
-    "createTextNode(' '+s));box.appendChild(l);});\n"
-    " var b=document.createElement('button');b.textContent='only not passing';b.addEventListener("
-    "'click',function(){box.querySelectorAll('input').forEach(function(c,i){var s=sts[i];"
-    "c.checked=!(s==='pass'||s==='skip'||s==='xfail');on[s]=c.checked;});apply();});"
-    "box.appendChild(b);}\n"
-    "})();\n";

@@ -6,13 +6,12 @@
  * decode/tg in the name, latency by latency/ttft/_pNN. A column appears for
  * each such metric some cell reported, in first-seen order.
  *
- * Charts are inline SVG drawn here: horizontal bars (labels stay readable
- * however many cells a model has), one chart per model and per direction
- * (prefill and decode differ by an order of magnitude, so one shared axis
- * would flatten decode), each bar with its value written at its end so the
- * chart prints and reads without colour. No links inside the SVG (HTML
- * checkers such as tidy reject them); the tables below link every cell. */
-#include <math.h>
+ * The tables' rows and the charts are drawn by the script (html_lazy.c)
+ * from the data block: horizontal bars (labels stay readable however many
+ * cells a model has), one chart per model and per direction (prefill and
+ * decode differ by an order of magnitude, so one shared axis would flatten
+ * decode), each bar with its value written at its end so the chart prints
+ * and reads without colour. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,30 +37,9 @@ static int col_of(cols *k, const gt_rep_metric *m, bool add)
     return k->n++;
 }
 
-static void metric_td(FILE *f, const gt_rep_metric *m)
-{
-    char v[32], t[32];
-    gt_report_num(m->value, v, sizeof v);
-    bool bad = !strcmp(m->verdict, "fail");
-    fprintf(f, "<td class=\"num%s\" data-v=\"%.9g\"", bad ? " v" : "",
-            m->has_value ? m->value : -INFINITY);
-    if (m->has_tol) {
-        gt_report_num(m->tolerance, t, sizeof t);
-        fputs(" title=\"tolerance ", f);
-        gt_report_esc(f, m->comparator);
-        fprintf(f, " %s\"", t);
-    }
-    fputs(bad ? " style=\"background:var(--fail-bg)\">" : ">", f);
-    fputs(m->has_value ? v : "&#8212;", f);
-    if (bad) {
-        fputs(" &#10007; (", f);
-        gt_report_esc(f, m->comparator);
-        fprintf(f, " %s)", t);
-    }
-    fputs("</td>", f);
-}
-
-/* A table of cells x the metric columns selected by pick. */
+/* A table of cells x the metric columns selected by pick: the columns are
+ * chosen here (the classification is the report's, in C), the rows are
+ * drawn by the script from the data block. */
 static void metric_table(FILE *f, const gt_rep_run *r, bool (*pick)(const gt_rep_metric *))
 {
     cols k = {.n = 0};
@@ -75,52 +53,23 @@ static void metric_table(FILE *f, const gt_rep_run *r, bool (*pick)(const gt_rep
               f);
         return;
     }
-    /* Headers show the metric's own name (the section says which suite),
-     * the full label is the tooltip. */
-    fputs("<div class=\"scroll\"><table class=\"sortable metrics\"><thead><tr><th>cell</th>"
-          "<th>status</th>",
-          f);
+    fputs("<div class=\"lazy-table\" data-cols=\"[", f);
     for (int i = 0; i < k.n; i++) {
-        const char *dot = strchr(k.label[i], '.');
-        fputs("<th class=\"num mono\" title=\"", f);
-        gt_report_esc(f, k.label[i]);
-        fputs("\">", f);
-        gt_report_esc(f, dot ? dot + 1 : k.label[i]);
-        fputs("</th>", f);
-    }
-    fputs("</tr></thead><tbody>\n", f);
-    const gt_rep_metric *row[MAX_COLS];
-    char href[32];
-    for (int i = 0; i < r->n; i++) {
-        const gt_rep_cell *c = &r->cells[i];
-        int any = 0;
-        memset(row, 0, sizeof row);
-        for (int j = 0; j < c->n_metrics; j++) {
-            if (!pick(&c->metrics[j]))
-                continue;
-            int ix = col_of(&k, &c->metrics[j], false);
-            if (ix >= 0) {
-                row[ix] = &c->metrics[j];
-                any = 1;
-            }
-        }
-        if (!any)
+        if (i)
+            fputc(',', f);
+        /* JSON inside an attribute: the JSON escaper leaves no quote
+         * unescaped for the attribute escaper to turn into &quot;. */
+        char *buf = NULL;
+        size_t n = 0;
+        FILE *m = open_memstream(&buf, &n);
+        if (!m)
             continue;
-        fputs("<tr><td>", f);
-        gt_html_cell_link(f, c);
-        fprintf(f, "</td><td data-v=\"%s\">", c->status);
-        gt_html_cell_href(href, sizeof href, c);
-        gt_html_badge(f, c->status, href, NULL);
-        fputs("</td>", f);
-        for (int j = 0; j < k.n; j++) {
-            if (row[j])
-                metric_td(f, row[j]);
-            else
-                fputs("<td class=\"num\" data-v=\"-inf\">&#8212;</td>", f);
-        }
-        fputs("</tr>\n", f);
+        gt_report_json_str(m, k.label[i]);
+        fclose(m);
+        gt_report_esc(f, buf);
+        free(buf);
     }
-    fputs("</tbody></table></div>\n", f);
+    fputs("]\"></div>\n", f);
 }
 
 /* Accuracy against which reference: the suite names its metrics drift_*
@@ -166,127 +115,22 @@ void gt_html_accuracy(FILE *f, const gt_rep_run *r)
     metric_table(f, r, pick_acc_other);
 }
 
-typedef struct bar {
-    const gt_rep_cell *c;
-    double v;
-    bool bad, perf;
-} bar;
-
-static void chart(FILE *f, const char *title, const char *unit, const bar *b, int n, int cls)
-{
-    double max = 0;
-    for (int i = 0; i < n; i++)
-        if (isfinite(b[i].v) && b[i].v > max)
-            max = b[i].v;
-    const int lw = 220, bw = 290, vw = 80, rh = 18, top = 22;
-    const int w = lw + bw + vw, h = top + n * rh + 6;
-    fprintf(f, "<svg class=\"chart\" role=\"img\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "xmlns=\"http://www.w3.org/2000/svg\"><title>",
-            w, h, w, h);
-    gt_report_esc(f, title);
-    fprintf(f, "</title><text x=\"0\" y=\"14\" style=\"font-weight:600;font-size:12px\">");
-    gt_report_esc(f, title);
-    fputs(" (", f);
-    gt_report_esc(f, unit);
-    fprintf(f, ")</text><line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", lw,
-            top - 2, lw, h - 4);
-    for (int i = 0; i < n; i++) {
-        const gt_rep_cell *c = b[i].c;
-        int y = top + i * rh;
-        double frac = max > 0 && isfinite(b[i].v) && b[i].v > 0 ? b[i].v / max : 0;
-        char v[32];
-        gt_report_num(b[i].v, v, sizeof v);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", lw - 6, y + 12);
-        gt_report_esc_n(f, c->quant, 24);
-        fputs(" \xC2\xB7 ", f);
-        gt_report_esc_n(f, c->backend, 24);
-        fputc('/', f);
-        gt_report_esc_n(f, c->driver, 24);
-        fprintf(f, "</text><rect class=\"bar%d\" x=\"%d\" y=\"%d\" width=\"%.1f\" "
-                   "height=\"%d\"%s><title>",
-                cls, lw, y + 2, frac * bw, rh - 5,
-                b[i].bad ? " style=\"fill:#D55E00\"" : "");
-        gt_report_esc(f, c->cell_id);
-        fprintf(f, ": %s</title></rect><text x=\"%.1f\" y=\"%d\">%s%s</text>", v,
-                lw + frac * bw + 4, y + 12, v, b[i].bad ? " \xE2\x9C\x97" : "");
-    }
-    fputs("</svg>\n", f);
-}
-
 void gt_html_performance(FILE *f, const gt_rep_run *r)
 {
-    bar *b1 = malloc(sizeof *b1 * (size_t)(r->n ? r->n : 1));
-    bar *b2 = malloc(sizeof *b2 * (size_t)(r->n ? r->n : 1));
-    char *done = calloc((size_t)(r->n ? r->n : 1), 1);
-    if (!b1 || !b2 || !done) {
-        fputs("<p>out of memory drawing the charts</p>", f);
-        goto out;
-    }
-    fputs("<p class=\"sub\">Median tokens per second per cell, grouped by model; bars in "
-          "vermillion with &#10007; are outside their tolerance; hover a bar for its cell.</p>\n",
-          f);
-    int charts = 0;
-    for (int i = 0; i < r->n; i++) {
-        if (done[i])
-            continue;
-        const char *model = r->cells[i].model;
-        int n1 = 0, n2 = 0;
-        const char *u1 = "tok/s", *u2 = "tok/s";
-        for (int j = i; j < r->n; j++) {
-            const gt_rep_cell *c = &r->cells[j];
-            if (done[j] || strcmp(c->model, model) != 0)
-                continue;
-            done[j] = 1;
-            for (int k = 0; k < c->n_metrics; k++) {
-                const gt_rep_metric *m = &c->metrics[k];
-                int kind = gt_report_perf_kind(m);
-                if (!kind || !m->has_value)
-                    continue;
-                bar x = {c, m->value, !strcmp(m->verdict, "fail"), false};
-                /* One bar per cell and direction; the performance suite's
-                 * median wins over another suite's single measurement. */
-                bar *b = kind == 1 ? b1 : b2;
-                int *nb = kind == 1 ? &n1 : &n2;
-                bool perf = !strcmp(m->suite, "performance");
-                if (*nb == 0 || b[*nb - 1].c != c) {
-                    b[(*nb)++] = x;
-                    b[*nb - 1].perf = perf;
-                } else if (perf && !b[*nb - 1].perf) {
-                    b[*nb - 1] = x;
-                    b[*nb - 1].perf = true;
-                } else {
-                    continue;
-                }
-                if (m->unit[0])
-                    *(kind == 1 ? &u1 : &u2) = m->unit;
-            }
-        }
-        if (!n1 && !n2)
-            continue;
-        charts++;
-        fputs("<h3>", f);
-        gt_report_esc(f, model);
-        fputs("</h3><div class=\"charts\">", f);
-        char title[300];
-        if (n1) {
-            snprintf(title, sizeof title, "prefill");
-            chart(f, title, u1, b1, n1, 1);
-        }
-        if (n2) {
-            snprintf(title, sizeof title, "decode");
-            chart(f, title, u2, b2, n2, 2);
-        }
-        fputs("</div>\n", f);
-    }
-    if (!charts)
+    bool any = false;
+    for (int i = 0; i < r->n && !any; i++)
+        for (int k = 0; k < r->cells[i].n_metrics && !any; k++)
+            any = gt_report_perf_kind(&r->cells[i].metrics[k]) && r->cells[i].metrics[k].has_value;
+    if (any)
+        fputs("<p class=\"sub\">Median tokens per second per cell, grouped by model, for the "
+              "models on the grid's current page; bars in vermillion with &#10007; are outside "
+              "their tolerance; hover a bar for its cell.</p>\n<div id=\"perf-charts\"></div>\n",
+              f);
+    else
         fputs("<p class=\"sub\">No cell of this run reported prefill or decode throughput.</p>\n",
               f);
     fputs("<h3>Latency</h3>\n", f);
     metric_table(f, r, pick_latency);
     fputs("<h3>Load time, memory and spread</h3>\n", f);
     metric_table(f, r, pick_perf_other);
-out:
-    free(b1);
-    free(b2);
-    free(done);
 }

@@ -10,7 +10,9 @@
  *                 memory, extra}],
  *    "parts": [{shard_index, shard_count, host, tool_version, git_sha, argv, status,
  *               started_at, finished_at}],
- *    "cells": [{cell_id, model, quant, backend, driver, required, expected,
+ *    "artifacts": [{id, model, quant, kind, file, path, sha256, size, source,
+ *                   license, derivation, parent (an id or null)}],
+ *    "cells": [{cell_id, artifact (an artifacts id or null), model, quant, backend, driver, required, expected,
  *               expect_reason, status, raw_status, reason, device, host, attempts,
  *               started_at, finished_at, duration_s, log,
  *               checks: [{suite, name, status, message}],
@@ -18,7 +20,11 @@
  *                          verdict, better, regress}]}],
  *    "baseline": {run_id, threshold_pct, changes: [{cell_id, kind, from, to}],
  *                 metrics: [{cell_id, suite, name, baseline, value, change_pct,
- *                            regression}]}}       (only with a baseline)
+ *                            regression}]},       (only with a baseline)
+ *    "history": {runs: [{id, run_key, started_at}] (oldest first),
+ *                changed_since: [{cell_id, what, run_key, run_id, from, to}]}}
+ *                                                 (only with --history; each cell
+ *    then also has history: {statuses, decode_tps, drift_kld, top1}, one entry per run)
  * A NaN or missing value is null (JSON has no NaN). */
 #include "report.h"
 
@@ -149,9 +155,83 @@ int gt_report_json(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
         num(e, "finished_at", p->finished_at, p->finished_at > 0);
         cJSON_AddItemToArray(parts, e);
     }
+    cJSON *arts = cJSON_AddArrayToObject(root, "artifacts");
+    for (int i = 0; i < r->n_artifacts; i++) {
+        const gt_rep_artifact *a = &r->artifacts[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", i);
+        cJSON_AddStringToObject(e, "model", a->model);
+        cJSON_AddStringToObject(e, "quant", a->quant);
+        cJSON_AddStringToObject(e, "kind", a->kind);
+        cJSON_AddStringToObject(e, "file", a->file);
+        cJSON_AddStringToObject(e, "path", a->path);
+        cJSON_AddStringToObject(e, "sha256", a->sha256);
+        num(e, "size", (double)a->size, a->size >= 0);
+        cJSON_AddStringToObject(e, "source", a->source);
+        cJSON_AddStringToObject(e, "license", a->license);
+        cJSON_AddStringToObject(e, "derivation", a->derivation);
+        if (a->parent >= 0)
+            cJSON_AddNumberToObject(e, "parent", a->parent);
+        else
+            cJSON_AddNullToObject(e, "parent");
+        cJSON_AddItemToArray(arts, e);
+    }
+    const gt_rep_history *h = r->hist;
     cJSON *cells = cJSON_AddArrayToObject(root, "cells");
-    for (int i = 0; i < r->n; i++)
-        cJSON_AddItemToArray(cells, cell_json(&r->cells[i]));
+    for (int i = 0; i < r->n; i++) {
+        cJSON *c = cell_json(&r->cells[i]);
+        if (r->cells[i].artifact >= 0)
+            cJSON_AddNumberToObject(c, "artifact", r->cells[i].artifact);
+        else
+            cJSON_AddNullToObject(c, "artifact");
+        if (h) {
+            cJSON *o = cJSON_AddObjectToObject(c, "history");
+            cJSON *sts = cJSON_AddArrayToObject(o, "statuses");
+            for (int k = 0; k < h->n_runs; k++) {
+                int st = h->status[(size_t)i * h->n_runs + k];
+                cJSON_AddItemToArray(sts, st < 0 ? cJSON_CreateNull()
+                                                 : cJSON_CreateString(gt_status_name(st)));
+            }
+            static const char *const keys[GT_HIST_NSERIES] = {"decode_tps", "drift_kld", "top1"};
+            for (int s = 0; s < GT_HIST_NSERIES; s++) {
+                cJSON *a = cJSON_AddArrayToObject(o, keys[s]);
+                for (int k = 0; k < h->n_runs; k++) {
+                    double v = h->series[((size_t)i * GT_HIST_NSERIES + s) * h->n_runs + k];
+                    cJSON_AddItemToArray(a, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+                }
+            }
+        }
+        cJSON_AddItemToArray(cells, c);
+    }
+    if (h) {
+        cJSON *o = cJSON_AddObjectToObject(root, "history");
+        cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+        for (int k = 0; k < h->n_runs; k++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "id", (double)h->run_ids[k]);
+            cJSON_AddStringToObject(e, "run_key", h->run_keys[k]);
+            num(e, "started_at", h->started_at[k], h->started_at[k] > 0);
+            cJSON_AddItemToArray(runs, e);
+        }
+        cJSON *ch = cJSON_AddArrayToObject(o, "changed_since");
+        for (int i = 0; i < h->n_changes; i++) {
+            const gt_rep_hist_change *x = &h->changes[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "cell_id", r->cells[x->cell].cell_id);
+            cJSON_AddStringToObject(e, "what", x->series < 0 ? "status"
+                                                             : gt_report_hist_series_name(x->series));
+            cJSON_AddStringToObject(e, "run_key", h->run_keys[x->at]);
+            cJSON_AddNumberToObject(e, "run_id", (double)h->run_ids[x->at]);
+            if (x->series < 0) {
+                cJSON_AddStringToObject(e, "from", x->from);
+                cJSON_AddStringToObject(e, "to", x->to);
+            } else {
+                num(e, "from", x->before, true);
+                num(e, "to", x->after, true);
+            }
+            cJSON_AddItemToArray(ch, e);
+        }
+    }
     if (d) {
         cJSON *b = cJSON_AddObjectToObject(root, "baseline");
         cJSON_AddNumberToObject(b, "run_id", (double)d->base->id);

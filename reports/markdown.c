@@ -18,6 +18,7 @@
 #define MAX_GRID_ROWS 60
 #define MAX_GRID_COLS 12
 #define MAX_GATE_LINES 40
+#define MAX_ARTIFACTS 60
 
 static void md(FILE *f, const char *s, size_t max)
 {
@@ -159,6 +160,68 @@ static void diff_section(FILE *f, const gt_rep_diff *d)
     fputc('\n', f);
 }
 
+/* One line per artifact: a comment reader wants to see what was tested
+ * and where it came from, not a wide table. */
+static void provenance_section(FILE *f, const gt_rep_run *r)
+{
+    if (!r->n_artifacts)
+        return;
+    fputs("\n### Provenance\n\n", f);
+    /* A comment has a size limit; the HTML and JSON list every file. */
+    for (int i = 0; i < r->n_artifacts && i < MAX_ARTIFACTS; i++) {
+        const gt_rep_artifact *a = &r->artifacts[i];
+        fputs("- `", f);
+        md(f, a->model, 100);
+        if (a->quant[0]) {
+            fputc('/', f);
+            md(f, a->quant, 30);
+        }
+        fputs("` ", f);
+        md(f, a->file, 200);
+        fprintf(f, ", sha256 `%.64s`", a->sha256);
+        if (a->size >= 0)
+            fprintf(f, ", %lld bytes", (long long)a->size);
+        fputs(", source ", f);
+        md(f, a->source, 300);
+        fputs(", license ", f);
+        md(f, a->license[0] ? a->license : "not stated", 60);
+        fputs(", ", f);
+        md(f, a->derivation, 300);
+        fputc('\n', f);
+    }
+    if (r->n_artifacts > MAX_ARTIFACTS)
+        fprintf(f, "- … and %d more (see the HTML or JSON report)\n",
+                r->n_artifacts - MAX_ARTIFACTS);
+}
+
+static void history_section(FILE *f, const gt_rep_run *r)
+{
+    const gt_rep_history *h = r->hist;
+    fprintf(f, "### Changed since (last %d runs)\n\n", h->n_runs);
+    if (!h->n_changes)
+        fputs("No status flipped and no metric left its spread.\n", f);
+    for (int i = 0; i < h->n_changes && i < MAX_LIST; i++) {
+        const gt_rep_hist_change *c = &h->changes[i];
+        fputs("- `", f);
+        md(f, r->cells[c->cell].cell_id, 200);
+        fputs("` ", f);
+        if (c->series < 0) {
+            fprintf(f, "%s → %s", c->from, c->to);
+        } else {
+            char a[32], b[32];
+            gt_report_num(c->before, a, sizeof a);
+            gt_report_num(c->after, b, sizeof b);
+            fprintf(f, "%s %s → %s", gt_report_hist_series_name(c->series), a, b);
+        }
+        fputs(" in run `", f);
+        md(f, h->run_keys[c->at], 100);
+        fputs("`\n", f);
+    }
+    if (h->n_changes > MAX_LIST)
+        fprintf(f, "- … and %d more\n", h->n_changes - MAX_LIST);
+    fputc('\n', f);
+}
+
 int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *err)
 {
     const char *verdict = r->gate == 0 ? "✅ PASS" : r->gate == 1 ? "❌ FAIL" : "⚪ not gated";
@@ -200,6 +263,8 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
     }
     if (d)
         diff_section(f, d);
+    if (r->hist)
+        history_section(f, r);
     fputs("### Grid\n\n", f);
     grid(f, r, err);
     int shown = 0, bad = 0;
@@ -240,5 +305,6 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
     }
     if (lim > MAX_LIST)
         fprintf(f, "- … and %d more\n", lim - MAX_LIST);
+    provenance_section(f, r);
     return 0;
 }

@@ -37,6 +37,8 @@ typedef struct gt_rep_cell {
     const char *cell_id, *model, *quant, *backend, *driver;
     const char *expected, *expect_reason, *status, *raw_status, *reason, *host, *log;
     const char *device; /* "name (driver driver_version)" or "" */
+    const char *model_sha256, *artifact_sha256; /* "" when not recorded */
+    int artifact;       /* index into run->artifacts of the file it ran, -1 unknown */
     bool required;
     int attempts;
     double started_at, finished_at, duration_s;
@@ -57,6 +59,19 @@ typedef struct gt_rep_part { /* one harness invocation: a shard, a resume */
     double started_at, finished_at;
 } gt_rep_part;
 
+/* One file a run used: the model as fetched or found, or a quant derived
+ * from it (see reports/provenance.c for where each field comes from). */
+typedef struct gt_rep_artifact {
+    const char *sha256, *file, *path, *kind, *model, *quant, *source_sha256;
+    const char *source;     /* URL, PyPI package and member, or the path it was found at */
+    const char *license;    /* as the matrix states it, or "" */
+    const char *derivation; /* "as distributed", "gauntlet quantize q4_0 from <sha256>", ... */
+    int64_t size;           /* bytes, -1 unknown */
+    int parent;             /* index of the artifact it was derived from, -1 none */
+} gt_rep_artifact;
+
+typedef struct gt_rep_history gt_rep_history;
+
 typedef struct gt_rep_run {
     int64_t id;
     const char *db_path, *run_key, *matrix_name, *matrix_sha256, *tier, *tool_version, *git_sha;
@@ -72,6 +87,9 @@ typedef struct gt_rep_run {
     int n_devices;
     gt_rep_part *parts;
     int n_parts;
+    gt_rep_artifact *artifacts; /* every file the run's cells ran, sources first */
+    int n_artifacts;
+    gt_rep_history *hist;  /* NULL unless asked for (gt_report_history) */
     int counts[16];        /* per gt_status; index from gt_status_from_name */
     struct gt_rep_arena *arena; /* owns every string */
     void *checks_block, *metrics_block;
@@ -84,6 +102,40 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
                    gt_rep_run **out, gt_err *err);
 void gt_report_free(gt_rep_run *r);
 const gt_rep_cell *gt_report_find(const gt_rep_run *r, const char *cell_id);
+
+/* Fills r->artifacts from the artifacts table (the files the run's cells
+ * name by sha256) and the run's stored matrix (source, license). A database
+ * without artifact rows yields none. 0, or -1 on a SQLite error. */
+int gt_report_provenance(gt_rep_run *r, sqlite3 *h, gt_err *err);
+
+/* ---- history: the same cells over the last runs of a matrix and tier ---- */
+
+enum { GT_HIST_DECODE, GT_HIST_KLD, GT_HIST_TOP1, GT_HIST_NSERIES };
+
+typedef struct gt_rep_hist_change {
+    int cell;       /* index into run->cells */
+    int series;     /* -1: a status flip; else GT_HIST_* */
+    int at;         /* index into hist->runs where it happened */
+    const char *from, *to; /* statuses (series -1) */
+    double before, after;  /* the earlier runs' median and the value at `at` */
+} gt_rep_hist_change;
+
+struct gt_rep_history {
+    int n_runs;                  /* oldest first; the last is the reported run */
+    int64_t *run_ids;
+    const char **run_keys;
+    double *started_at;
+    signed char *status;         /* [cell * n_runs + k]: gt_status, -1 not in that run */
+    double *series;              /* [(cell * GT_HIST_NSERIES + s) * n_runs + k], NaN = none */
+    gt_rep_hist_change *changes; /* newest first */
+    int n_changes;
+};
+
+/* The last n runs (the reported one included) of r's matrix and tier, by
+ * start time, no later than r; fills r->hist. 0, or -1 (err set). */
+int gt_report_history(gt_db *db, gt_rep_run *r, int n, gt_err *err);
+void gt_report_history_free(gt_rep_history *h);
+const char *gt_report_hist_series_name(int s); /* "decode t/s", "drift KLD", "top-1" */
 
 /* ---- run-to-run diff ---- */
 
@@ -149,12 +201,16 @@ typedef struct gt_report_outputs {
     gt_db *base_db;        /* NULL: no baseline */
     int64_t base_run_id;   /* in base_db */
     double threshold_pct;  /* < 0: the gate's, or 5% */
+    int history;           /* > 1: the last `history` runs of the matrix and tier */
 } gt_report_outputs;
 
 /* Loads run_id (<= 0: newest) once and writes every output asked for. */
 int gt_report_write(gt_db *db, int64_t run_id, const gt_report_outputs *o, gt_err *err);
 
 /* ---- helpers shared by the writers ---- */
+/* Copies into the run's arena (freed with it); *oom set on failure. */
+const char *gt_report_strdup(gt_rep_run *r, const char *s, bool *oom);
+const char *gt_report_dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom);
 /* Severity order for sorting and "worst of": crash > timeout > error > fail >
  * xpass > pending > xfail > skip > pass. */
 int gt_report_severity(const char *status);
@@ -176,6 +232,9 @@ bool gt_report_is_latency(const gt_rep_metric *m);
  * become U+FFFD, so a log line can neither inject markup nor make the
  * XML ill-formed. */
 void gt_report_esc(FILE *f, const char *s);
+/* s as a JSON string literal safe inside an HTML/XML script element: < > &
+ * and control characters as \u escapes, invalid UTF-8 as U+FFFD. */
+void gt_report_json_str(FILE *f, const char *s);
 /* Same, at most n bytes of s. */
 void gt_report_esc_n(FILE *f, const char *s, size_t n);
 

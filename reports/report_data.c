@@ -48,7 +48,7 @@ static char *arena_alloc(gt_rep_run *r, size_t n)
 
 /* A NULL column becomes "" so writers need no NULL checks; "oom" is set on
  * allocation failure and checked once per scan. */
-static const char *dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom)
+const char *gt_report_dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom)
 {
     const unsigned char *s = sqlite3_column_text(st, i);
     if (!s)
@@ -64,7 +64,7 @@ static const char *dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom)
     return p;
 }
 
-static const char *dup_str(gt_rep_run *r, const char *s, bool *oom)
+const char *gt_report_strdup(gt_rep_run *r, const char *s, bool *oom)
 {
     size_t n = strlen(s);
     char *p = arena_alloc(r, n + 1);
@@ -105,14 +105,14 @@ static int load_run_row(gt_rep_run *r, sqlite3 *h, int64_t run_id, gt_err *err)
     }
     bool oom = false;
     r->id = sqlite3_column_int64(st, 0);
-    r->run_key = dup_col(r, st, 1, &oom);
-    r->matrix_name = dup_col(r, st, 2, &oom);
-    r->matrix_sha256 = dup_col(r, st, 3, &oom);
-    r->tier = dup_col(r, st, 4, &oom);
-    r->tool_version = dup_col(r, st, 5, &oom);
-    r->git_sha = dup_col(r, st, 6, &oom);
-    r->host = dup_col(r, st, 7, &oom);
-    r->status = dup_col(r, st, 8, &oom);
+    r->run_key = gt_report_dup_col(r, st, 1, &oom);
+    r->matrix_name = gt_report_dup_col(r, st, 2, &oom);
+    r->matrix_sha256 = gt_report_dup_col(r, st, 3, &oom);
+    r->tier = gt_report_dup_col(r, st, 4, &oom);
+    r->tool_version = gt_report_dup_col(r, st, 5, &oom);
+    r->git_sha = gt_report_dup_col(r, st, 6, &oom);
+    r->host = gt_report_dup_col(r, st, 7, &oom);
+    r->status = gt_report_dup_col(r, st, 8, &oom);
     r->n_cells = sqlite3_column_int(st, 9);
     r->started_at = sqlite3_column_double(st, 10);
     r->finished_at = sqlite3_column_double(st, 11);
@@ -149,14 +149,14 @@ static int load_devices(gt_rep_run *r, sqlite3 *h, gt_err *err)
             r->devices = nd;
         }
         gt_rep_device *d = &r->devices[r->n_devices++];
-        d->host = dup_col(r, st, 0, &oom);
-        d->backend = dup_col(r, st, 1, &oom);
-        d->driver_profile = dup_col(r, st, 2, &oom);
-        d->name = dup_col(r, st, 3, &oom);
-        d->kind = dup_col(r, st, 4, &oom);
-        d->driver = dup_col(r, st, 5, &oom);
-        d->driver_version = dup_col(r, st, 6, &oom);
-        d->extra = dup_col(r, st, 7, &oom);
+        d->host = gt_report_dup_col(r, st, 0, &oom);
+        d->backend = gt_report_dup_col(r, st, 1, &oom);
+        d->driver_profile = gt_report_dup_col(r, st, 2, &oom);
+        d->name = gt_report_dup_col(r, st, 3, &oom);
+        d->kind = gt_report_dup_col(r, st, 4, &oom);
+        d->driver = gt_report_dup_col(r, st, 5, &oom);
+        d->driver_version = gt_report_dup_col(r, st, 6, &oom);
+        d->extra = gt_report_dup_col(r, st, 7, &oom);
         d->memory = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 8);
     }
     sqlite3_finalize(st);
@@ -187,11 +187,11 @@ static int load_parts(gt_rep_run *r, sqlite3 *h, gt_err *err)
             r->parts = np;
         }
         gt_rep_part *p = &r->parts[r->n_parts++];
-        p->host = dup_col(r, st, 0, &oom);
-        p->tool_version = dup_col(r, st, 1, &oom);
-        p->git_sha = dup_col(r, st, 2, &oom);
-        p->argv = dup_col(r, st, 3, &oom);
-        p->status = dup_col(r, st, 4, &oom);
+        p->host = gt_report_dup_col(r, st, 0, &oom);
+        p->tool_version = gt_report_dup_col(r, st, 1, &oom);
+        p->git_sha = gt_report_dup_col(r, st, 2, &oom);
+        p->argv = gt_report_dup_col(r, st, 3, &oom);
+        p->status = gt_report_dup_col(r, st, 4, &oom);
         p->shard_index = sqlite3_column_int(st, 5);
         p->shard_count = sqlite3_column_int(st, 6);
         p->started_at = sqlite3_column_double(st, 7);
@@ -215,6 +215,7 @@ static int load_cells(gt_rep_run *r, sqlite3 *h, gt_err *err)
             "  CASE WHEN d.driver != '' THEN ' (' || d.driver ||"
             "   CASE WHEN d.driver_version != '' THEN ' ' || d.driver_version ELSE '' END"
             "   || ')' ELSE '' END END"
+            " , COALESCE(c.model_sha256, ''), COALESCE(c.artifact_sha256, '')"
             " FROM cells c LEFT JOIN devices d ON d.id = c.device_id"
             " WHERE c.run_id = ? ORDER BY c.idx, c.id",
             -1, &st, NULL) != SQLITE_OK)
@@ -235,24 +236,27 @@ static int load_cells(gt_rep_run *r, sqlite3 *h, gt_err *err)
         memset(c, 0, sizeof *c);
         c->id = sqlite3_column_int64(st, 0);
         c->idx = sqlite3_column_int(st, 1);
-        c->cell_id = dup_col(r, st, 2, &oom);
-        c->model = dup_col(r, st, 3, &oom);
-        c->quant = dup_col(r, st, 4, &oom);
-        c->backend = dup_col(r, st, 5, &oom);
-        c->driver = dup_col(r, st, 6, &oom);
-        c->expected = dup_col(r, st, 7, &oom);
-        c->expect_reason = dup_col(r, st, 8, &oom);
-        c->status = dup_col(r, st, 9, &oom);
-        c->raw_status = dup_col(r, st, 10, &oom);
-        c->reason = dup_col(r, st, 11, &oom);
-        c->host = dup_col(r, st, 12, &oom);
-        c->log = dup_col(r, st, 13, &oom);
+        c->cell_id = gt_report_dup_col(r, st, 2, &oom);
+        c->model = gt_report_dup_col(r, st, 3, &oom);
+        c->quant = gt_report_dup_col(r, st, 4, &oom);
+        c->backend = gt_report_dup_col(r, st, 5, &oom);
+        c->driver = gt_report_dup_col(r, st, 6, &oom);
+        c->expected = gt_report_dup_col(r, st, 7, &oom);
+        c->expect_reason = gt_report_dup_col(r, st, 8, &oom);
+        c->status = gt_report_dup_col(r, st, 9, &oom);
+        c->raw_status = gt_report_dup_col(r, st, 10, &oom);
+        c->reason = gt_report_dup_col(r, st, 11, &oom);
+        c->host = gt_report_dup_col(r, st, 12, &oom);
+        c->log = gt_report_dup_col(r, st, 13, &oom);
         c->required = sqlite3_column_int(st, 14) != 0;
         c->attempts = sqlite3_column_int(st, 15);
         c->started_at = sqlite3_column_double(st, 16);
         c->finished_at = sqlite3_column_double(st, 17);
         c->duration_s = sqlite3_column_double(st, 18);
-        c->device = dup_col(r, st, 19, &oom);
+        c->device = gt_report_dup_col(r, st, 19, &oom);
+        c->model_sha256 = gt_report_dup_col(r, st, 20, &oom);
+        c->artifact_sha256 = gt_report_dup_col(r, st, 21, &oom);
+        c->artifact = -1;
         gt_status s;
         if (gt_status_from_name(c->status, &s) == 0)
             r->counts[s]++;
@@ -320,11 +324,11 @@ static int load_rows(gt_rep_run *r, sqlite3 *h, const id_ix *map, bool metrics, 
         owner[n] = ix;
         if (metrics) {
             gt_rep_metric *m = (gt_rep_metric *)(all + (size_t)n * esz);
-            m->suite = dup_col(r, st, 1, &oom);
-            m->name = dup_col(r, st, 2, &oom);
-            m->unit = dup_col(r, st, 3, &oom);
-            m->comparator = dup_col(r, st, 4, &oom);
-            m->verdict = dup_col(r, st, 5, &oom);
+            m->suite = gt_report_dup_col(r, st, 1, &oom);
+            m->name = gt_report_dup_col(r, st, 2, &oom);
+            m->unit = gt_report_dup_col(r, st, 3, &oom);
+            m->comparator = gt_report_dup_col(r, st, 4, &oom);
+            m->verdict = gt_report_dup_col(r, st, 5, &oom);
             m->has_value = sqlite3_column_type(st, 6) != SQLITE_NULL;
             m->value = m->has_value ? sqlite3_column_double(st, 6) : NAN;
             m->has_tol = sqlite3_column_type(st, 7) != SQLITE_NULL && m->comparator[0];
@@ -333,10 +337,10 @@ static int load_rows(gt_rep_run *r, sqlite3 *h, const id_ix *map, bool metrics, 
             m->regress = sqlite3_column_int(st, 9);
         } else {
             gt_rep_check *k = (gt_rep_check *)(all + (size_t)n * esz);
-            k->suite = dup_col(r, st, 1, &oom);
-            k->name = dup_col(r, st, 2, &oom);
-            k->status = dup_col(r, st, 3, &oom);
-            k->message = dup_col(r, st, 4, &oom);
+            k->suite = gt_report_dup_col(r, st, 1, &oom);
+            k->name = gt_report_dup_col(r, st, 2, &oom);
+            k->status = gt_report_dup_col(r, st, 3, &oom);
+            k->message = gt_report_dup_col(r, st, 4, &oom);
         }
         n++;
     }
@@ -386,9 +390,9 @@ static void run_gate(gt_rep_run *r, gt_db *db, gt_db *base, int64_t base_run_id)
     if (rc < 0) {
         char line[1200];
         snprintf(line, sizeof line, "the gate could not be evaluated: %s", gerr.msg);
-        r->gate_text = dup_str(r, line, &oom);
+        r->gate_text = gt_report_strdup(r, line, &oom);
     } else {
-        r->gate_text = dup_str(r, buf ? buf : "", &oom);
+        r->gate_text = gt_report_strdup(r, buf ? buf : "", &oom);
     }
     free(buf);
 }
@@ -404,7 +408,7 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
     bool oom = false;
     r->gate = -1;
     r->gate_text = "";
-    r->db_path = dup_str(r, gt_db_path(db), &oom);
+    r->db_path = gt_report_strdup(r, gt_db_path(db), &oom);
     id_ix *map = NULL;
     if (load_run_row(r, h, run_id, err) != 0 || load_devices(r, h, err) != 0 ||
         load_parts(r, h, err) != 0 || load_cells(r, h, err) != 0)
@@ -417,7 +421,8 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
     for (int i = 0; i < r->n; i++)
         map[i] = (id_ix){r->cells[i].id, i};
     qsort(map, (size_t)r->n, sizeof *map, cmp_id);
-    if (load_rows(r, h, map, false, err) != 0 || load_rows(r, h, map, true, err) != 0)
+    if (load_rows(r, h, map, false, err) != 0 || load_rows(r, h, map, true, err) != 0 ||
+        gt_report_provenance(r, h, err) != 0)
         goto fail;
     free(map);
     if (gate)
@@ -438,6 +443,8 @@ void gt_report_free(gt_rep_run *r)
     free(r->cells);
     free(r->devices);
     free(r->parts);
+    free(r->artifacts);
+    gt_report_history_free(r->hist);
     free(r->checks_block);
     free(r->metrics_block);
     for (arena_blk *a = r->arena; a;) {

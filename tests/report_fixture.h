@@ -24,6 +24,16 @@
 const char *fx_status(int i, int variant);
 /* Inserts one run of n cells; returns its runs.id or -1. */
 int64_t fx_make_run(gt_db *db, int n, int variant, const char *run_key);
+/* Same, with cell fail_cell (>= 0) made to fail. Variants 2 and up are
+ * further runs for history tests (the current statuses, a day apart);
+ * from variant FX_HIST_SLOW_FROM on, cell FX_HIST_SLOW_CELL decodes at half
+ * speed. */
+int64_t fx_make_run_ex(gt_db *db, int n, int variant, const char *run_key, int fail_cell);
+#define FX_HIST_SLOW_FROM 4
+#define FX_HIST_SLOW_CELL 16
+/* The fake sha256 of model m's quant q (0 f32 = the source, 1 q8_0, 2 q4_0);
+ * the fixture records an artifact for each, quants derived from the source. */
+void fx_sha(char out[65], int model, int quant);
 /* The log injected into crash cells (to check escaping). */
 #define FX_EVIL_LOG "segfault <script>alert(1)</script> & \"quotes\" \x01\xff\xfe end"
 

@@ -106,16 +106,39 @@ static void check_junit_counts(const char *db, int64_t run, const char *xml)
 #undef Q
 }
 
-/* The slice of html holding cell `id`'s details. */
-static char *details_of(const char *html, long long id)
+/* The HTML's embedded data block (reports/html_data.c), parsed. */
+static cJSON *data_block(const char *html)
 {
-    char key[64];
-    snprintf(key, sizeof key, "<details class=\"cell\" id=\"c%lld\"", id);
+    const char *key = "<script type=\"application/json\" id=\"gt-data\">";
     const char *a = strstr(html, key);
     if (!a)
         return NULL;
-    const char *b = strstr(a, "</details>");
-    return b ? strndup(a, (size_t)(b - a)) : NULL;
+    a += strlen(key);
+    const char *b = strstr(a, "</script>");
+    if (!b)
+        return NULL;
+    char *txt = strndup(a, (size_t)(b - a));
+    /* Nothing in the block may be markup: it sits inside the document. */
+    ck_assert_ptr_null(strpbrk(txt, "<&"));
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    return j;
+}
+
+static const char *ds(const cJSON *data, const cJSON *cell, int field)
+{
+    int ix = cJSON_GetArrayItem(cell, field)->valueint;
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(data, "s"), ix)->valuestring;
+}
+
+/* The data block's cell with cells.id `id`, or NULL. */
+static const cJSON *data_cell(const cJSON *data, long long id)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(data, "c"))
+    if ((long long)cJSON_GetArrayItem(c, 0)->valuedouble == id)
+        return c;
+    return NULL;
 }
 
 static const char *make_db(const char *name, int n, int64_t *base, int64_t *cur)
@@ -131,6 +154,70 @@ static const char *make_db(const char *name, int n, int64_t *base, int64_t *cur)
     ck_assert_int_gt(*cur, 0);
     gt_db_close(db);
     return path;
+}
+
+/* Every file the run's cells name is a provenance row with its sha256,
+ * source, license and derivation; each cell's data points at its file. */
+static void check_provenance(sqlite3 *sq, int64_t run, const char *h, const cJSON *data)
+{
+    const char *a = strstr(h, "<section id=\"provenance\">");
+    ck_assert_ptr_nonnull(a);
+    char *sec = strndup(a, (size_t)(strstr(a, "</section>") - a));
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(sq,
+                                        "SELECT sha256, kind, quant, source_sha256 FROM artifacts"
+                                        " WHERE sha256 IN (SELECT artifact_sha256 FROM cells"
+                                        " WHERE run_id = ?1 UNION SELECT model_sha256 FROM cells"
+                                        " WHERE run_id = ?1)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(st, 1, run);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *sha = (const char *)sqlite3_column_text(st, 0);
+        const char *row = strstr(sec, sha);
+        ck_assert_msg(row, "artifact %s not in the provenance section", sha);
+        char *tr = strndup(row, (size_t)(strstr(row, "</tr>") - row));
+        if (!strcmp((const char *)sqlite3_column_text(st, 1), "quant")) {
+            char want[200];
+            snprintf(want, sizeof want, "gauntlet quantize %s from %s", sqlite3_column_text(st, 2),
+                     sqlite3_column_text(st, 3));
+            ck_assert_msg(strstr(tr, want), "no derivation '%s' in %s", want, tr);
+        } else {
+            ck_assert_ptr_nonnull(strstr(tr, "as distributed"));
+        }
+        char src[65];
+        fx_sha(src, 0, 0);
+        if (strstr(tr, "/m0.gguf") || strstr(tr, src)) {
+            /* m0 and everything derived from it: its URL's file, MIT. */
+            ck_assert_ptr_nonnull(strstr(tr, "<td>MIT</td>"));
+        }
+        free(tr);
+        n++;
+    }
+    sqlite3_finalize(st);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(count(sec, "<tr id=\"art-"), n);
+    ck_assert_ptr_nonnull(strstr(sec, "https://example.org/models/m0.gguf"));
+    ck_assert_ptr_nonnull(strstr(sec, "PyPI llm-m1==1.0, member m1.gguf"));
+    ck_assert_ptr_nonnull(strstr(sec, "Apache-2.0"));
+    free(sec);
+    /* Each cell's artifact is the file it ran. */
+    const cJSON *c, *arts = cJSON_GetObjectItem(data, "art");
+    ck_assert_int_eq(cJSON_GetArraySize(arts), n);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(data, "c"))
+    {
+        int ai = cJSON_GetArrayItem(c, 19)->valueint;
+        ck_assert_int_ge(ai, 0);
+        char q[200];
+        snprintf(q, sizeof q, "SELECT artifact_sha256 FROM cells WHERE id = %lld",
+                 (long long)cJSON_GetArrayItem(c, 0)->valuedouble);
+        ck_assert_int_eq(sqlite3_prepare_v2(sq, q, -1, &st, NULL), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        ck_assert_str_eq(ds(data, cJSON_GetArrayItem(arts, ai), 1),
+                         (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
 }
 
 START_TEST(synthetic_all_formats)
@@ -164,11 +251,21 @@ START_TEST(synthetic_all_formats)
     ck_assert_ptr_nonnull(h);
     ck_assert_ptr_nonnull(strstr(h, "GATE FAIL"));
     ck_assert_ptr_null(strstr(h, "<script>alert"));
-    ck_assert_ptr_nonnull(strstr(h, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+    cJSON *data = data_block(h);
+    ck_assert_ptr_nonnull(data);
+    /* The crash log survives escaping intact as data (invalid bytes as U+FFFD). */
+    bool evil = false;
+    const cJSON *sv;
+    cJSON_ArrayForEach(sv, cJSON_GetObjectItem(data, "s"))
+    evil |= strstr(sv->valuestring, "segfault <script>alert(1)</script> & \"quotes\"") != NULL;
+    ck_assert(evil);
+    /* Lazy: no per-cell markup in the file; the script draws it. */
+    ck_assert_ptr_null(strstr(h, "<details"));
+    ck_assert_ptr_null(strstr(h, "<table class=\"grid\""));
     ck_assert_ptr_null(strstr(h, "src=\"http"));
     ck_assert_ptr_null(strstr(h, "href=\"http"));
-    ck_assert_ptr_nonnull(strstr(h, "<svg class=\"chart\""));
-    ck_assert_ptr_nonnull(strstr(h, "accuracy.kld_mean_vs_ref"));
+    ck_assert_ptr_nonnull(strstr(h, "<div id=\"perf-charts\">"));
+    ck_assert_ptr_nonnull(strstr(h, "data-cols=\"[&quot;accuracy.kld_mean_vs_ref&quot;"));
     ck_assert_ptr_nonnull(strstr(h, "Q4 on OpenCL: known rounding &lt;issue #12&gt;"));
     sqlite3 *sq;
     ck_assert_int_eq(sqlite3_open_v2(db, &sq, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
@@ -181,20 +278,25 @@ START_TEST(synthetic_all_formats)
     while (sqlite3_step(st) == SQLITE_ROW) {
         long long id = sqlite3_column_int64(st, 0);
         const char *status = (const char *)sqlite3_column_text(st, 2);
-        char *d = details_of(h, id);
-        ck_assert_msg(d != NULL, "cell %s has no details", sqlite3_column_text(st, 1));
-        char want[128];
-        snprintf(want, sizeof want, "data-st=\"%s\"", status);
-        ck_assert_msg(strstr(d, want), "cell %lld: no %s", id, want);
-        /* The badge: colour class and the status as text. */
-        snprintf(want, sizeof want, "<span class=\"st st-%s\">", status);
-        ck_assert_msg(strstr(d, want), "cell %lld: no badge %s", id, status);
-        snprintf(want, sizeof want, " %s</span> <span class=\"mono\">", status);
-        ck_assert_msg(strstr(d, want), "cell %lld: no status text %s", id, status);
-        /* The grid links to it with its status. */
-        snprintf(want, sizeof want, "href=\"#c%lld\">", id);
-        ck_assert_msg(strstr(h, want), "cell %lld not linked", id);
-        free(d);
+        const cJSON *d = data_cell(data, id);
+        ck_assert_msg(d != NULL, "cell %s is not in the data block", sqlite3_column_text(st, 1));
+        ck_assert_str_eq(ds(data, d, 1), (const char *)sqlite3_column_text(st, 1));
+        ck_assert_str_eq(ds(data, d, 2), status);
+        /* Placed in the grid, and linked from the one static list every
+         * failing cell is in when it is bad (the baseline's or the limits'). */
+        int pos = -1, k = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(data, "grid"), "at"))
+        {
+            if (e->valueint >= 0 &&
+                (long long)cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(data, "c"),
+                                                                 e->valueint),
+                                              0)
+                        ->valuedouble == id)
+                pos = k;
+            k++;
+        }
+        ck_assert_msg(pos >= 0, "cell %lld not in the grid", id);
         n_cells++;
     }
     sqlite3_finalize(st);
@@ -209,17 +311,23 @@ START_TEST(synthetic_all_formats)
     sqlite3_bind_int64(st, 1, cur);
     int n_fail = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        char *d = details_of(h, sqlite3_column_int64(st, 0));
+        const cJSON *d = data_cell(data, sqlite3_column_int64(st, 0));
         ck_assert_ptr_nonnull(d);
-        char want[256];
-        snprintf(want, sizeof want, "<tr class=\"bad\"><td>%s</td>",
-                 sqlite3_column_text(st, 1));
-        ck_assert_msg(strstr(d, want), "failing metric %s not shown", sqlite3_column_text(st, 1));
-        snprintf(want, sizeof want, "<td>%s %g</td>",
-                 !strcmp((const char *)sqlite3_column_text(st, 2), "<=") ? "&lt;=" : "&gt;=",
-                 sqlite3_column_double(st, 3));
-        ck_assert_msg(strstr(d, want), "tolerance %s not shown", want);
-        free(d);
+        const cJSON *mt = cJSON_GetArrayItem(d, 21);
+        bool found = false;
+        for (int k = 0; k + 5 < cJSON_GetArraySize(mt); k += 6) {
+            const char *label = cJSON_GetArrayItem(cJSON_GetObjectItem(data, "s"),
+                                                   cJSON_GetArrayItem(mt, k)->valueint)
+                                    ->valuestring;
+            if (strcmp(label, (const char *)sqlite3_column_text(st, 1)) != 0)
+                continue;
+            ck_assert_str_eq(ds(data, mt, k + 3), (const char *)sqlite3_column_text(st, 2));
+            ck_assert_double_eq_tol(cJSON_GetArrayItem(mt, k + 4)->valuedouble,
+                                    sqlite3_column_double(st, 3), 1e-12);
+            ck_assert_str_eq(ds(data, mt, k + 5), "fail");
+            found = true;
+        }
+        ck_assert_msg(found, "failing metric %s not in its cell's data", sqlite3_column_text(st, 1));
         n_fail++;
     }
     sqlite3_finalize(st);
@@ -252,7 +360,9 @@ START_TEST(synthetic_all_formats)
     ck_assert_ptr_nonnull(strstr(sec, "Performance regressions beyond 10.0% (1)"));
     ck_assert_ptr_nonnull(strstr(sec, "Performance improvements beyond 10.0% (1)"));
     free(sec);
+    check_provenance(sq, cur, h, data);
     sqlite3_close(sq);
+    cJSON_Delete(data);
     free(h);
 
     /* Markdown */
@@ -261,6 +371,9 @@ START_TEST(synthetic_all_formats)
     ck_assert_ptr_nonnull(strstr(m, "FAIL"));
     ck_assert_ptr_nonnull(strstr(m, "m0/f32/cpu/openblas"));
     ck_assert_ptr_nonnull(strstr(m, "2 new failures"));
+    /* One Markdown line per artifact: 4 models x 3 files. */
+    ck_assert_ptr_nonnull(strstr(m, "### Provenance"));
+    ck_assert_int_eq(count(strstr(m, "### Provenance"), "\n- `m"), 12);
     ck_assert_ptr_null(strstr(m, "<script>"));
     free(m);
 
@@ -292,6 +405,13 @@ START_TEST(synthetic_all_formats)
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "baseline"),
                                                             "changes")),
                      4);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "artifacts")), 12);
+    const cJSON *c0 = cJSON_GetArrayItem(cells, 2); /* m0/f32/cpu/blis: the source file */
+    const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "artifacts"),
+                                         cJSON_GetObjectItem(c0, "artifact")->valueint);
+    ck_assert_str_eq(cJSON_GetObjectItem(a0, "license")->valuestring, "MIT");
+    ck_assert_str_eq(cJSON_GetObjectItem(a0, "source")->valuestring,
+                     "https://example.org/models/m0.gguf");
     cJSON_Delete(root);
     free(j);
 }
@@ -368,7 +488,7 @@ START_TEST(quickstart_run)
     struct stat sb;
     ck_assert_msg(rc == 0 || rc == 1, "qualify %s exited %d (0 or 1 expected)", matrix, rc);
     ck_assert_msg(stat(db, &sb) == 0, "qualify wrote no database %s", db);
-    char q[128];
+    char q[512];
     snprintf(q, sizeof q, "SELECT max(id) FROM runs");
     int64_t run = sql_int(db, q);
     char html[512], xml[512];
@@ -386,8 +506,201 @@ START_TEST(quickstart_run)
     check_junit_counts(db, run, x);
     ck_assert_ptr_nonnull(strstr(h, rc == 0 ? "GATE PASS" : "GATE FAIL"));
     ck_assert_ptr_nonnull(strstr(h, "synth-tiny"));
+    /* Provenance: every file the cells name, with its sha256; quants say
+     * what they were derived from. */
+    snprintf(q, sizeof q, "SELECT count(DISTINCT sha256) FROM artifacts WHERE sha256 IN (SELECT"
+                          " artifact_sha256 FROM cells UNION SELECT model_sha256 FROM cells)");
+    int64_t n_art = sql_int(db, q);
+    const char *prov = strstr(h, "<section id=\"provenance\">");
+    ck_assert_ptr_nonnull(prov);
+    ck_assert_int_eq(count(prov, "<tr id=\"art-"), n_art);
+    snprintf(q, sizeof q, "SELECT count(*) FROM artifacts WHERE kind = 'quant'");
+    if (sql_int(db, q) > 0)
+        ck_assert_ptr_nonnull(strstr(prov, "gauntlet quantize "));
     free(x);
     free(h);
+}
+END_TEST
+
+/* Five runs of one matrix and tier; cell 0 fails in run 4 only, and cell
+ * FX_HIST_SLOW_CELL decodes at half speed from run 3 on. */
+static const char *history_db(void)
+{
+    const char *path = gt_test_tmp("hist.sqlite");
+    unlink(path);
+    gt_db *db;
+    gt_err err = {{0}};
+    ck_assert_msg(gt_db_open(path, false, &db, &err) == 0, "%s", err.msg);
+    for (int k = 1; k <= 5; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "h/%d", k);
+        ck_assert_int_gt(fx_make_run_ex(db, 48, k + 1, key, k == 4 ? 0 : -1), 0);
+    }
+    gt_db_close(db);
+    return path;
+}
+
+START_TEST(history_changed_since)
+{
+    const char *db = history_db();
+    char js[512], html[512], md[512];
+    snprintf(js, sizeof js, "%s", gt_test_tmp("h.json"));
+    snprintf(html, sizeof html, "%s", gt_test_tmp("h.html"));
+    snprintf(md, sizeof md, "%s", gt_test_tmp("h.md"));
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --history 5 --json %s --html %s --markdown %s",
+                                GAUNTLET, db, js, html, md),
+                     0);
+    char *j = gt_test_slurp(js);
+    cJSON *root = cJSON_Parse(j);
+    ck_assert_ptr_nonnull(root);
+    const cJSON *hist = cJSON_GetObjectItem(root, "history");
+    const cJSON *runs = cJSON_GetObjectItem(hist, "runs");
+    ck_assert_int_eq(cJSON_GetArraySize(runs), 5);
+    for (int k = 0; k < 5; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "h/%d", k + 1);
+        ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(runs, k), "run_key")->valuestring,
+                         key);
+    }
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells");
+    const cJSON *c0 = cJSON_GetArrayItem(cells, 0);
+    const char *want[5] = {"pass", "pass", "pass", "fail", "pass"};
+    const cJSON *sts = cJSON_GetObjectItem(cJSON_GetObjectItem(c0, "history"), "statuses");
+    for (int k = 0; k < 5; k++)
+        ck_assert_str_eq(cJSON_GetArrayItem(sts, k)->valuestring, want[k]);
+    /* Changed since: exactly cell 0's two flips (into fail in h/4, back in
+     * h/5), cell 0's KLD in h/4, and the slow cell's decode in h/3, once. */
+    int flips = 0, slow = 0, other = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(hist, "changed_since"))
+    {
+        const char *cell = cJSON_GetObjectItem(e, "cell_id")->valuestring;
+        const char *what = cJSON_GetObjectItem(e, "what")->valuestring;
+        const char *run = cJSON_GetObjectItem(e, "run_key")->valuestring;
+        const char *c0id = cJSON_GetObjectItem(c0, "cell_id")->valuestring;
+        const char *slowid = cJSON_GetObjectItem(cJSON_GetArrayItem(cells, FX_HIST_SLOW_CELL),
+                                                 "cell_id")->valuestring;
+        if (!strcmp(cell, c0id) && !strcmp(what, "status")) {
+            const char *to = cJSON_GetObjectItem(e, "to")->valuestring;
+            ck_assert_str_eq(run, !strcmp(to, "fail") ? "h/4" : "h/5");
+            flips++;
+        } else if (!strcmp(cell, slowid) && !strcmp(what, "decode t/s")) {
+            ck_assert_str_eq(run, "h/3");
+            slow++;
+        } else if (!strcmp(cell, c0id) && !strcmp(what, "drift KLD")) {
+            ck_assert_str_eq(run, "h/4");
+        } else {
+            other++;
+            fprintf(stderr, "unexpected change: %s %s in %s\n", cell, what, run);
+        }
+    }
+    ck_assert_int_eq(flips, 2);
+    ck_assert_int_eq(slow, 1);
+    ck_assert_int_eq(other, 0);
+    cJSON_Delete(root);
+    free(j);
+    /* The HTML names run h/4 beside the cell, and each cell's data carries
+     * its five statuses for the grid's strip. */
+    char *h = gt_test_slurp(html);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
+    const char *sec = strstr(h, "<section id=\"history\">");
+    ck_assert_ptr_nonnull(sec);
+    ck_assert_ptr_nonnull(strstr(sec, "<tr><td class=\"mono\">h/4</td><td><a class=\"mono\""));
+    cJSON *data = data_block(h);
+    ck_assert_ptr_nonnull(data);
+    const cJSON *hc = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(data, "c"), 0), 23);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetArrayItem(hc, 0)), 5);
+    ck_assert_str_eq(ds(data, cJSON_GetArrayItem(hc, 0), 3), "fail");
+    cJSON_Delete(data);
+    free(h);
+    char *m = gt_test_slurp(md);
+    ck_assert_ptr_nonnull(strstr(m, "### Changed since (last 5 runs)"));
+    ck_assert_ptr_nonnull(strstr(m, "pass → fail in run `h/4`"));
+    free(m);
+    /* A window of 3 starts at h/3: the slow cell's drop is its first run,
+     * with nothing earlier to move from. */
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --history 3 --json %s", GAUNTLET, db, js), 0);
+    j = gt_test_slurp(js);
+    ck_assert_ptr_null(strstr(j, "\"what\":\t\"decode t/s\""));
+    ck_assert_ptr_nonnull(strstr(j, "\"run_key\":\t\"h/3\""));
+    free(j);
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --history 1 --json /dev/null 2>/dev/null",
+                                GAUNTLET, db),
+                     2);
+}
+END_TEST
+
+/* 10,000 cells with a baseline: the file stays within the 8 MB budget
+ * because details are data, not markup (issue 22 measured 22 MB before). */
+START_TEST(large_run_is_lazy)
+{
+    int64_t base, cur;
+    const char *db = make_db("big.sqlite", 10000, &base, &cur);
+    const char *html = gt_test_tmp("big.html");
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --baseline %lld --html %s", GAUNTLET,
+                                db, (long long)cur, (long long)base, html),
+                     0);
+    struct stat sb;
+    ck_assert_int_eq(stat(html, &sb), 0);
+    ck_assert_int_le(sb.st_size, 8 * 1000 * 1000);
+    char *h = gt_test_slurp(html);
+    ck_assert_ptr_null(strstr(h, "<details"));
+    /* The markup that remains is bounded: no per-cell rows. */
+    ck_assert_int_lt(count(h, "<tr"), 3000 + 2500 /* provenance: 3 files x 834 models */);
+    cJSON *data = data_block(h);
+    ck_assert_ptr_nonnull(data);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(data, "c")), 10000);
+    cJSON_Delete(data);
+    free(h);
+}
+END_TEST
+
+/* The 3,000-cell report in a real browser: it paints, a cell named in the
+ * address opens with its details built, and the provenance lists the
+ * fixture's files. Skipped, with the reason, without Chromium. */
+START_TEST(browser_render)
+{
+    if (access("/usr/bin/chromium", X_OK) != 0) {
+        fprintf(stderr, "test_reports: browser_render skipped: no /usr/bin/chromium\n");
+        return;
+    }
+    int64_t base, cur;
+    const char *db = make_db("b3k.sqlite", 3000, &base, &cur);
+    char html[512], png[512], dom[512];
+    snprintf(html, sizeof html, "%s", gt_test_tmp("b3k.html"));
+    snprintf(png, sizeof png, "%s", gt_test_tmp("b3k.png"));
+    snprintf(dom, sizeof dom, "%s", gt_test_tmp("b3k.dom"));
+    ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --baseline %lld --html %s", GAUNTLET,
+                                db, (long long)cur, (long long)base, html),
+                     0);
+    ck_assert_int_eq(gt_test_sh("%s/ci/render-report.sh %s %s >/dev/null", GT_SOURCE_DIR, html, png),
+                     0);
+    /* Cell 2041 is on no first page (grid: ~480 cells, list: 200). */
+    const char *cell = "m170/f32/cpu/openblas";
+    ck_assert_int_eq(gt_test_sh("p=$(mktemp -d) && timeout 120 /usr/bin/chromium --headless "
+                                "--no-sandbox --disable-gpu --user-data-dir=$p "
+                                "--virtual-time-budget=2000 --dump-dom 'file://%s#cell-%s' >%s "
+                                "2>/dev/null; rm -rf $p",
+                                html, cell, dom),
+                     0);
+    char *d = gt_test_slurp(dom);
+    ck_assert_ptr_nonnull(d);
+    const char *focus = strstr(d, "<div id=\"cell-focus\"><details class=\"cell\"");
+    ck_assert_msg(focus, "the named cell was not opened");
+    char *one = strndup(focus, (size_t)(strstr(focus, "</details>") - focus));
+    char want[128];
+    snprintf(want, sizeof want, "<span class=\"mono\">%s</span>", cell);
+    ck_assert_ptr_nonnull(strstr(one, want));
+    ck_assert_ptr_nonnull(strstr(one, " open="));
+    ck_assert_ptr_nonnull(strstr(one, "<table class=\"mt\">"));
+    ck_assert_ptr_nonnull(strstr(one, "Artifact: "));
+    free(one);
+    /* The grid drew one page, with its links. */
+    ck_assert_ptr_nonnull(strstr(d, "<table class=\"grid\">"));
+    const char *prov = strstr(d, "<section id=\"provenance\">");
+    ck_assert_ptr_nonnull(prov);
+    ck_assert_int_eq(count(prov, "<tr id=\"art-"), 3 * 250);
+    free(d);
 }
 END_TEST
 
@@ -400,6 +713,9 @@ static Suite *suite(void)
     tcase_add_test(t, baseline_from_other_file_and_default_run);
     tcase_add_test(t, usage_errors);
     tcase_add_test(t, empty_run);
+    tcase_add_test(t, history_changed_since);
+    tcase_add_test(t, large_run_is_lazy);
+    tcase_add_test(t, browser_render);
     tcase_add_test(t, quickstart_run);
     suite_add_tcase(s, t);
     return s;
