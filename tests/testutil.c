@@ -236,6 +236,22 @@ const char *gt_test_smollm2(void)
     return exists(out) ? out : NULL;
 }
 
+const char *gt_test_gemma3(void)
+{
+    static char out[4096];
+    const char *env = getenv("GT_GEMMA3");
+    if (env && exists(env))
+        return env;
+    const char *cache = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (cache)
+        snprintf(out, sizeof out, "%s/gauntlet/models/gemma-3-270m-q4_k_m.gguf", cache);
+    else
+        snprintf(out, sizeof out, "%s/.cache/gauntlet/models/gemma-3-270m-q4_k_m.gguf",
+                 home ? home : "/tmp");
+    return exists(out) ? out : NULL;
+}
+
 const char *gt_test_tmp(const char *name)
 {
     static char dir[256];

@@ -70,6 +70,9 @@ void gt_test_add_if_(TCase *tc, const TTest *tf, const char *name, bool ok, cons
 
 /* The SmolLM2-135M Q4_1 file fetched by ci/fetch-smollm2.sh, or NULL. */
 const char *gt_test_smollm2(void);
+/* Gemma 3 270M Q4_K_M ($GT_GEMMA3, or the models cache ci/fetch-models.sh
+ * fills), or NULL. */
+const char *gt_test_gemma3(void);
 
 /* A fresh path in a per-process temporary folder, e.g. gt_test_tmp("bad.gguf"). */
 const char *gt_test_tmp(const char *name);

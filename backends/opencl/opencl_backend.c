@@ -180,6 +180,14 @@ int gt_ocl_type_index(gt_type t)
     case GT_TYPE_Q8_0: return OT_Q8_0;
     case GT_TYPE_Q4_0: return OT_Q4_0;
     case GT_TYPE_Q4_1: return OT_Q4_1;
+    case GT_TYPE_Q5_0: return OT_Q5_0;
+    case GT_TYPE_Q5_1: return OT_Q5_1;
+    case GT_TYPE_IQ4_NL: return OT_IQ4_NL;
+    case GT_TYPE_Q2_K: return OT_Q2_K;
+    case GT_TYPE_Q3_K: return OT_Q3_K;
+    case GT_TYPE_Q4_K: return OT_Q4_K;
+    case GT_TYPE_Q5_K: return OT_Q5_K;
+    case GT_TYPE_Q6_K: return OT_Q6_K;
     default: return -1;
     }
 }

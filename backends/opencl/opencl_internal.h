@@ -30,7 +30,11 @@
 #include "gt/backend.h"
 
 /* Weight types the kernels handle, in the order of the per-type kernels. */
-enum { OT_F32, OT_F16, OT_BF16, OT_Q8_0, OT_Q4_0, OT_Q4_1, OT_COUNT };
+enum {
+    OT_F32, OT_F16, OT_BF16, OT_Q8_0, OT_Q4_0, OT_Q4_1,                    /* common.cl */
+    OT_Q5_0, OT_Q5_1, OT_IQ4_NL, OT_Q2_K, OT_Q3_K, OT_Q4_K, OT_Q5_K, OT_Q6_K, /* quants.cl */
+    OT_COUNT
+};
 
 /* Kernels, by index into ocl_ctx.k; names are in opencl_program.c. */
 enum {
@@ -41,6 +45,8 @@ enum {
     K_ADD,
     K_MUL,
     K_SILU_MUL,
+    K_GELU_MUL,
+    K_SCALE,
     K_ROPE,
     K_ATTENTION,
     K_COUNT

@@ -311,6 +311,24 @@ static int op_binary(ocl_ctx *c, const gt_tensor *t, int k, gt_err *err)
     return launch(&a, items, 1, fit(items, (size_t)c->tune.ew_lws), 1, err);
 }
 
+static int op_scale(ocl_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *x = t->src[0];
+    if (want_f32(x, "input", err) || want_f32(t, "output", err) ||
+        want_shape(t, x->ne[0], x->ne[1], "output", err))
+        return -1;
+    if (!same_storage(t, x) && overlaps(t, x))
+        return gt_err_set(err, "SCALE output '%s' partly overlaps its input", t->name);
+    kargs a = args_for(c, K_SCALE);
+    if (arg_tensor(&a, x, err) || arg_tensor(&a, t, err))
+        return -1;
+    const size_t n = (size_t)(x->ne[0] * x->ne[1]);
+    arg_ulong(&a, n);
+    arg_float(&a, t->fparams[0]);
+    const size_t items = (n + (size_t)c->tune.ew_width - 1) / (size_t)c->tune.ew_width;
+    return launch(&a, items, 1, fit(items, (size_t)c->tune.ew_lws), 1, err);
+}
+
 static int op_mul(ocl_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *x = t->src[0], *w = t->src[1];
@@ -407,13 +425,15 @@ static int op_attention(ocl_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2];
-    const int pos0 = t->iparams[3];
+    const int pos0 = t->iparams[3], window = t->iparams[4];
     if (want_f32(q, "q", err) || want_f32(kc, "K cache", err) || want_f32(vc, "V cache", err) ||
         want_f32(t, "output", err))
         return -1;
     if (n_head <= 0 || n_kv <= 0 || hd <= 0 || n_head % n_kv != 0)
         return gt_err_set(err, "%d heads over %d KV heads of size %d is not a valid grouping",
                           n_head, n_kv, hd);
+    if (window < 0)
+        return gt_err_set(err, "attention window %d is negative", window);
     if (hd > c->tune.att_hd_max)
         return gt_err_set(err, "head size %d exceeds the attention kernel's limit of %d", hd,
                           c->tune.att_hd_max);
@@ -436,6 +456,7 @@ static int op_attention(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     arg_int(&a, n_kv);
     arg_int(&a, hd);
     arg_int(&a, pos0);
+    arg_int(&a, window);
     arg_float(&a, t->fparams[0]);
     arg_local(&a, sizeof(float) * (size_t)hd);
     arg_local(&a, sizeof(float) * (size_t)c->tune.att_chunk);
@@ -500,6 +521,8 @@ static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
     case GT_OP_KV_STORE: return op_kv_store(c, t, err);
     case GT_OP_ATTENTION: return op_attention(c, t, err);
     case GT_OP_SILU_MUL: return op_binary(c, t, K_SILU_MUL, err);
+    case GT_OP_GELU_MUL: return op_binary(c, t, K_GELU_MUL, err);
+    case GT_OP_SCALE: return op_scale(c, t, err);
     default: return gt_err_set(err, "op %d is not implemented", (int)t->op);
     }
 }
@@ -645,11 +668,8 @@ bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t wh
         if (gt_ocl_type_index(type) >= 0)
             return true;
         snprintf(why, why_len, "no OpenCL kernel for %s weights (have f32, f16, bf16, q8_0, "
-                               "q4_0, q4_1)", gt_type_name(type));
-        return false;
-    }
-    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on opencl yet */
-        snprintf(why, why_len, "%s is not implemented on opencl yet", gt_op_name(op));
+                               "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k)",
+                 gt_type_name(type));
         return false;
     }
     if (type == GT_TYPE_F32)

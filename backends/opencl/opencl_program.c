@@ -26,19 +26,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* name_f32 .. name_q6_k at K + OT_F32 .. K + OT_Q6_K */
+#define TYPED(K, name)                                                                       \
+    [K + OT_F32] = name "_f32", [K + OT_F16] = name "_f16", [K + OT_BF16] = name "_bf16",     \
+    [K + OT_Q8_0] = name "_q8_0", [K + OT_Q4_0] = name "_q4_0", [K + OT_Q4_1] = name "_q4_1", \
+    [K + OT_Q5_0] = name "_q5_0", [K + OT_Q5_1] = name "_q5_1",                               \
+    [K + OT_IQ4_NL] = name "_iq4_nl", [K + OT_Q2_K] = name "_q2_k",                           \
+    [K + OT_Q3_K] = name "_q3_k", [K + OT_Q4_K] = name "_q4_k", [K + OT_Q5_K] = name "_q5_k", \
+    [K + OT_Q6_K] = name "_q6_k"
+
 static const char *const KERNEL_NAMES[K_COUNT] = {
-    [K_GET_ROWS + OT_F32] = "get_rows_f32",   [K_GET_ROWS + OT_F16] = "get_rows_f16",
-    [K_GET_ROWS + OT_BF16] = "get_rows_bf16", [K_GET_ROWS + OT_Q8_0] = "get_rows_q8_0",
-    [K_GET_ROWS + OT_Q4_0] = "get_rows_q4_0", [K_GET_ROWS + OT_Q4_1] = "get_rows_q4_1",
-    [K_MATVEC + OT_F32] = "matvec_f32",       [K_MATVEC + OT_F16] = "matvec_f16",
-    [K_MATVEC + OT_BF16] = "matvec_bf16",     [K_MATVEC + OT_Q8_0] = "matvec_q8_0",
-    [K_MATVEC + OT_Q4_0] = "matvec_q4_0",     [K_MATVEC + OT_Q4_1] = "matvec_q4_1",
-    [K_MATMUL + OT_F32] = "matmul_f32",       [K_MATMUL + OT_F16] = "matmul_f16",
-    [K_MATMUL + OT_BF16] = "matmul_bf16",     [K_MATMUL + OT_Q8_0] = "matmul_q8_0",
-    [K_MATMUL + OT_Q4_0] = "matmul_q4_0",     [K_MATMUL + OT_Q4_1] = "matmul_q4_1",
-    [K_RMS_NORM] = "rms_norm",                [K_ADD] = "add",
-    [K_MUL] = "mul",                          [K_SILU_MUL] = "silu_mul",
-    [K_ROPE] = "rope",                        [K_ATTENTION] = "attention",
+    TYPED(K_GET_ROWS, "get_rows"),
+    TYPED(K_MATVEC, "matvec"),
+    TYPED(K_MATMUL, "matmul"),
+    [K_RMS_NORM] = "rms_norm",
+    [K_ADD] = "add",
+    [K_MUL] = "mul",
+    [K_SILU_MUL] = "silu_mul",
+    [K_GELU_MUL] = "gelu_mul",
+    [K_SCALE] = "scale",
+    [K_ROPE] = "rope",
+    [K_ATTENTION] = "attention",
 };
 
 const char *gt_ocl_kernel_name(int k)

@@ -2,7 +2,9 @@
  * KV cache.
  *
  * A work-group per (query row i, head h); query head h reads KV head
- * h / (n_head / n_kv). Row i sees cache rows 0 .. pos0 + i. The cache rows
+ * h / (n_head / n_kv). Row i sees cache rows 0 .. pos0 + i, or with a
+ * window w > 0 (a sliding-window layer) only the last w of them; rows
+ * before the window are never read. The cache rows
  * are taken ATT_CHUNK at a time (an "online" softmax, as in flash
  * attention): the group scores a chunk into local memory (items split the
  * rows), finds its max and sum with local reductions, rescales what it has
@@ -45,7 +47,7 @@ inline float hsumv(floatV v)
 
 kernel void attention(global const uchar *qb, ulong q_off, global const uchar *kb, ulong k_off,
                       global const uchar *vb, ulong v_off, global uchar *yb, ulong y_off,
-                      int n_head, int n_kv, int hd, int pos0, float scale, local float *lq,
+                      int n_head, int n_kv, int hd, int pos0, int window, float scale, local float *lq,
                       local float *ls)
 {
     local float red[ATT_LWS];
@@ -64,13 +66,14 @@ kernel void attention(global const uchar *qb, ulong q_off, global const uchar *k
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const int n_seen = pos0 + (int)i + 1;
+    const int first = window > 0 && n_seen > window ? n_seen - window : 0;
     const int hdv = hd / VW;
     float m = -INFINITY, l = 0.0f;
     floatV acc[ATT_G];
     for (int k = 0; k < ATT_G; k++)
         acc[k] = 0.0f;
 
-    for (int c0 = 0; c0 < n_seen; c0 += ATT_CHUNK) {
+    for (int c0 = first; c0 < n_seen; c0 += ATT_CHUNK) {
         const int cn = min(ATT_CHUNK, n_seen - c0);
         /* scores of this chunk, and their max */
         float cmax = -INFINITY;

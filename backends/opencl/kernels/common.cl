@@ -1,6 +1,6 @@
 /* common.cl: helpers every kernel file uses. The program is built from
- * common.cl + elementwise.cl + matvec.cl + matmul.cl + attention.cl, in that
- * order, as one OpenCL C 1.2 program.
+ * common.cl + quants.cl + elementwise.cl + matvec.cl + matmul.cl +
+ * attention.cl, in that order, as one OpenCL C 1.2 program.
  *
  * Conventions:
  * - Every tensor arrives as (buffer, byte offset): views are offsets into
@@ -203,5 +203,6 @@ inline float elem_q4_1(global const uchar *row, int k)
     return MAD((float)(j < 16 ? q & 15 : q >> 4), h2f(USHORT_AT(p)), h2f(USHORT_AT(p + 2)));
 }
 
-/* Instantiates a kernel template for every weight type. */
-#define FOR_EACH_TYPE(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1)
+/* The types above; quants.cl adds the rest and defines FOR_EACH_TYPE,
+ * which instantiates a kernel template for every weight type. */
+#define FOR_EACH_SCALED_TYPE(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1)

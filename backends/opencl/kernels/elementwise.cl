@@ -1,4 +1,5 @@
-/* elementwise.cl: GET_ROWS, RMS_NORM, ADD, MUL, SILU_MUL and ROPE.
+/* elementwise.cl: GET_ROWS, RMS_NORM, ADD, MUL, SILU_MUL, GELU_MUL, SCALE
+ * and ROPE.
  *
  * These are memory-bound and small. Each work-item handles EW_W adjacent
  * floats (a -D build option: 16 on CPU devices, where PoCL runs a
@@ -89,7 +90,7 @@ kernel void rms_norm(global const uchar *xb, ulong x_off, global uchar *yb, ulon
     }
 }
 
-/* The shape shared by ADD and SILU_MUL: y = f(a, b) over n floats. */
+/* The shape shared by ADD, SILU_MUL and GELU_MUL: y = f(a, b) over n floats. */
 #define BINARY(name, vexpr, sexpr)                                                          \
     kernel void name(global const uchar *ab, ulong a_off, global const uchar *bb, ulong b_off, \
                      global uchar *yb, ulong y_off, ulong n)                                  \
@@ -110,6 +111,25 @@ kernel void rms_norm(global const uchar *xb, ulong x_off, global uchar *yb, ulon
 BINARY(add, x + w, x + w)
 /* silu(x) * w with silu(x) = x / (1 + e^-x) */
 BINARY(silu_mul, x / (1.0f + exp(-x)) * w, x / (1.0f + exp(-x)) * w)
+/* gelu(x) * w, gelu in the tanh form Gemma is trained with (backend.h);
+ * sqrt(2/pi) rounded to float */
+#define GELU(x) (0.5f * (x) * (1.0f + tanh(0.797884560802865f * ((x) + 0.044715f * (x) * (x) * (x)))))
+BINARY(gelu_mul, GELU(x) * w, GELU(x) * w)
+
+/* y = a * s over n floats (Gemma's embedding scale) */
+kernel void scale(global const uchar *ab, ulong a_off, global uchar *yb, ulong y_off, ulong n,
+                  float s)
+{
+    global const float *a = CPTR(float, ab, a_off);
+    global float *y = PTR(float, yb, y_off);
+    const size_t i = get_global_id(0) * EW_W;
+    if (i + EW_W <= n) {
+        VSTOREW(VLOADW(0, a + i) * s, 0, y + i);
+    } else {
+        for (size_t k = i; k < n; k++)
+            y[k] = a[k] * s;
+    }
+}
 
 /* y[r, :] = a[r, :] * b[0, :] (b: a norm weight row) */
 kernel void mul(global const uchar *ab, ulong a_off, global const uchar *bb, ulong b_off,
