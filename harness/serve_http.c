@@ -421,9 +421,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         pthread_mutex_unlock(&s->mu);
         if (is_completions && post) {
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-            if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+            const unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+            if (announced > s->o.max_body) {
                 cc->too_large = true;
-                return completion(s, c, cc); /* answer before reading it */
+                /* Up to 16x the limit is read and dropped before the 413:
+                 * answering first and closing makes a client that is still
+                 * sending see a reset instead of the answer. Past that,
+                 * answer at once rather than read it all. */
+                if (announced > 16ull * s->o.max_body)
+                    return completion(s, c, cc);
             }
             return MHD_YES; /* the body follows */
         }
