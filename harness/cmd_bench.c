@@ -380,11 +380,11 @@ static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
         int n_local = 0;
         for (int l = 0; l < hp->n_layer; l++)
             n_local += gt_hparams_layer_local(hp, l);
-        const int batch = ctx < 512 ? ctx : 512;
-        const int held = hp->swa_window - 1 + batch < ctx ? hp->swa_window - 1 + batch : ctx;
+        const int batch = ctx < 512 ? ctx : 512; /* the session default */
         printf(", where %d sliding-window layers hold %d positions each (window %d + batch %d - 1)"
                " and %d global layers all %d (%.1f MiB if every layer held all)",
-               n_local, held, hp->swa_window, batch, hp->n_layer - n_local, ctx,
+               n_local, gt_kv_window_rows(hp, ctx, 0, false), hp->swa_window, batch,
+               hp->n_layer - n_local, ctx,
                gt_kv_cache_bytes(hp, ctx, 0, true) / mib);
     }
     printf("\n");

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gt/backend.h"
 #include "gt/model.h"
@@ -341,7 +340,7 @@ END_TEST
 
 START_TEST(gemma3_logits)
 {
-    check_model(getenv("GT_GEMMA3"));
+    check_model(gt_test_gemma3());
 }
 END_TEST
 
@@ -357,8 +356,7 @@ int main(void)
     TCase *models = tcase_create("models");
     const bool sanitized = gt_test_sanitized();
     const char *why_san = "under sanitizers the scalar definition alone takes minutes per model";
-    const char *g = getenv("GT_GEMMA3");
-    const bool have_gemma = g && g[0] && access(g, R_OK) == 0;
+    const bool have_gemma = gt_test_gemma3() != NULL;
     gt_test_add_if(models, smollm2_logits, gt_test_smollm2() && !sanitized,
                    sanitized ? why_san : "SmolLM2 not fetched (ci/fetch-models.sh)");
     gt_test_add_if(models, gemma3_logits, have_gemma && !sanitized,

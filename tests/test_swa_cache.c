@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gt/backend.h"
 #include "gt/model.h"
@@ -36,7 +35,7 @@ static int32_t ids[N_PROMPT + N_DECODE + 1];
 static void setup(void)
 {
     gt_err err = {{0}};
-    ck_assert_msg(gt_model_load(getenv("GT_GEMMA3"), &model, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_model_load(gt_test_gemma3(), &model, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(gt_model_hparams(model)->swa_window, 512);
     char *text = gt_test_slurp(GT_SOURCE_DIR "/suites/data/eval.txt");
     ck_assert_ptr_nonnull(text);
@@ -165,8 +164,7 @@ int main(void)
     TCase *tc = tcase_create("gemma3");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 900);
-    const char *g = getenv("GT_GEMMA3");
-    const bool have = g && g[0] && access(g, R_OK) == 0;
+    const bool have = gt_test_gemma3() != NULL;
     const bool san = gt_test_sanitized();
     const char *why = san ? "sanitized build: 600 tokens of a 262,144-token model take many minutes "
                             "under ASan; the plain build runs this case"

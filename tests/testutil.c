@@ -220,36 +220,32 @@ void gt_test_add_if_(TCase *tc, const TTest *tf, const char *name, bool ok, cons
     n_skipped_cases++;
 }
 
-const char *gt_test_smollm2(void)
+/* $env when it names a file, else file in the fetch cache
+ * ($XDG_CACHE_HOME/gauntlet/models or ~/.cache/gauntlet/models), else NULL. */
+static const char *fetched_model(const char *env_name, const char *file, char *out, size_t cap)
 {
-    static char out[4096];
-    const char *env = getenv("GT_SMOLLM2");
+    const char *env = getenv(env_name);
     if (env && exists(env))
         return env;
     const char *cache = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     if (cache)
-        snprintf(out, sizeof out, "%s/gauntlet/models/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+        snprintf(out, cap, "%s/gauntlet/models/%s", cache, file);
     else
-        snprintf(out, sizeof out, "%s/.cache/gauntlet/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                 home ? home : "/tmp");
+        snprintf(out, cap, "%s/.cache/gauntlet/models/%s", home ? home : "/tmp", file);
     return exists(out) ? out : NULL;
+}
+
+const char *gt_test_smollm2(void)
+{
+    static char out[4096];
+    return fetched_model("GT_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf", out, sizeof out);
 }
 
 const char *gt_test_gemma3(void)
 {
     static char out[4096];
-    const char *env = getenv("GT_GEMMA3");
-    if (env && exists(env))
-        return env;
-    const char *cache = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    if (cache)
-        snprintf(out, sizeof out, "%s/gauntlet/models/gemma-3-270m-q4_k_m.gguf", cache);
-    else
-        snprintf(out, sizeof out, "%s/.cache/gauntlet/models/gemma-3-270m-q4_k_m.gguf",
-                 home ? home : "/tmp");
-    return exists(out) ? out : NULL;
+    return fetched_model("GT_GEMMA3", "gemma-3-270m-q4_k_m.gguf", out, sizeof out);
 }
 
 const char *gt_test_tmp(const char *name)

@@ -33,19 +33,19 @@ static int alloc(gt_session *s, size_t size, gt_buffer **out, const char *what, 
 
 /* A window layer's row i at position p reads p - window + 1 .. p, so a
  * batch of n_batch needs window - 1 older positions besides its own. */
-static int window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool full)
-{
-    const bool bounded = hp->swa_window > 0 && !full && hp->swa_window - 1 + n_batch < n_ctx;
-    return bounded ? hp->swa_window - 1 + n_batch : n_ctx;
-}
-
-uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full)
+int gt_kv_window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full)
 {
     if (n_batch <= 0)
         n_batch = 512;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
-    const int w = window_rows(hp, n_ctx, n_batch, swa_full);
+    const bool bounded = hp->swa_window > 0 && !swa_full && hp->swa_window - 1 + n_batch < n_ctx;
+    return bounded ? hp->swa_window - 1 + n_batch : n_ctx;
+}
+
+uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full)
+{
+    const int w = gt_kv_window_rows(hp, n_ctx, n_batch, swa_full);
     uint64_t rows = 0;
     for (int l = 0; l < hp->n_layer; l++)
         rows += (uint64_t)(gt_hparams_layer_local(hp, l) ? w : n_ctx);
@@ -107,7 +107,7 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
             goto fail;
         }
     }
-    s->swa_rows = window_rows(hp, s->n_ctx, s->n_batch, p && p->swa_full);
+    s->swa_rows = gt_kv_window_rows(hp, s->n_ctx, s->n_batch, p && p->swa_full);
     s->kv_off = calloc((size_t)hp->n_layer, sizeof *s->kv_off);
     if (!s->kv_off) {
         gt_err_set(err, "out of memory");

@@ -59,6 +59,9 @@ uint64_t gt_session_kv_bytes(const gt_session *s);
 /* What a session's KV cache would take with these parameters (n_batch 0 =
  * the default), without making one: for reports at long contexts. */
 uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full);
+/* The positions each sliding-window layer would hold (n_ctx when bounded
+ * holding is off or would not save anything). */
+int gt_kv_window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full);
 
 /* Bytes of backend memory the session holds (weights uploaded, KV, scratch). */
 uint64_t gt_session_device_bytes(const gt_session *s);
