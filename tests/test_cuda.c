@@ -388,9 +388,18 @@ static void expect(pair *p, int i, double limit, const char *what)
     ck_assert_msg(e <= limit, "%s: NMSE %.3g > %.3g", what, e, limit);
 }
 
-static const gt_type WTYPES[] = {GT_TYPE_F32, GT_TYPE_F16, GT_TYPE_BF16,
-                                 GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
+static const gt_type WTYPES[] = {GT_TYPE_F32,  GT_TYPE_F16,  GT_TYPE_BF16,   GT_TYPE_Q8_0,
+                                 GT_TYPE_Q4_0, GT_TYPE_Q4_1, GT_TYPE_Q5_0,   GT_TYPE_Q5_1,
+                                 GT_TYPE_IQ4_NL, GT_TYPE_Q2_K, GT_TYPE_Q3_K, GT_TYPE_Q4_K,
+                                 GT_TYPE_Q5_K, GT_TYPE_Q6_K};
 #define N_WTYPES (int)(sizeof WTYPES / sizeof WTYPES[0])
+
+/* K rounded up to a whole number of the type's blocks (256 for K-quants). */
+static int row_for(gt_type type, int K)
+{
+    const int bs = gt_type_info(type)->block_size;
+    return (K + bs - 1) / bs * bs;
+}
 
 START_TEST(op_get_rows)
 {
@@ -398,9 +407,10 @@ START_TEST(op_get_rows)
     for (int w = 0; w < N_WTYPES; w++) {
         pair p;
         pair_open(&p, NULL);
-        const int tab = tensor(&p, "table", WTYPES[w], 96, 50, 0);
+        const int K = row_for(WTYPES[w], 96);
+        const int tab = tensor(&p, "table", WTYPES[w], K, 50, 0);
         const int id = tensor(&p, "ids", GT_TYPE_I32, 1, 7, 0);
-        const int out = tensor(&p, "rows", GT_TYPE_F32, 96, 7, 0);
+        const int out = tensor(&p, "rows", GT_TYPE_F32, K, 7, 0);
         fill(&p, tab, 1.0f);
         set(&p, id, ids);
         node(&p, out, GT_OP_GET_ROWS, tab, id, -1);
@@ -423,7 +433,8 @@ START_TEST(op_mul_mat)
                 for (int mis = 0; mis < 2; mis++) {
                     if (mis && sh)
                         continue; /* scalar-load path: one shape is enough */
-                    const int K = shapes[sh][0], N = shapes[sh][1], T = ntoks[nt];
+                    const int K = row_for(WTYPES[w], shapes[sh][0]), N = shapes[sh][1];
+                    const int T = ntoks[nt];
                     pair p;
                     pair_open(&p, NULL);
                     const int wt = tensor(&p, "w", WTYPES[w], K, N, 0);
@@ -592,6 +603,14 @@ START_TEST(op_errors)
     ck_assert(!gt_backend_supports(p.b[1], GT_OP_MUL_MAT, GT_TYPE_I32, why, sizeof why));
     ck_assert(!gt_backend_supports(p.b[1], GT_OP_ADD, GT_TYPE_F16, why, sizeof why));
     ck_assert(gt_backend_supports(p.b[1], GT_OP_GET_ROWS, GT_TYPE_Q4_1, why, sizeof why));
+    for (int w = 0; w < N_WTYPES; w++)
+        for (int op = 0; op < 2; op++)
+            ck_assert_msg(gt_backend_supports(p.b[1], op ? GT_OP_MUL_MAT : GT_OP_GET_ROWS, WTYPES[w],
+                                              why, sizeof why),
+                          "%s: %s", gt_type_name(WTYPES[w]), why);
+    /* Q8_K is activations only: refused, saying so. */
+    ck_assert(!gt_backend_supports(p.b[1], GT_OP_MUL_MAT, GT_TYPE_Q8_K, why, sizeof why));
+    ck_assert_msg(strstr(why, "activation-only"), "%s", why);
     pair_close(&p);
 }
 END_TEST

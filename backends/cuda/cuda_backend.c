@@ -319,10 +319,27 @@ fail:
 
 /* --- capabilities ------------------------------------------------------------ */
 
+/* The weight types GET_ROWS and MUL_MAT read (GT_CUDA_WEIGHT_TYPES in
+ * cuda_kernels.h lists the same ones for the kernels' switches). */
 static bool is_weight_type(gt_type t)
 {
-    return t == GT_TYPE_F32 || t == GT_TYPE_F16 || t == GT_TYPE_BF16 || t == GT_TYPE_Q8_0 ||
-           t == GT_TYPE_Q4_0 || t == GT_TYPE_Q4_1;
+    switch (t) {
+    case GT_TYPE_F32:
+    case GT_TYPE_F16:
+    case GT_TYPE_BF16:
+    case GT_TYPE_Q8_0:
+    case GT_TYPE_Q4_0:
+    case GT_TYPE_Q4_1:
+    case GT_TYPE_Q5_0:
+    case GT_TYPE_Q5_1:
+    case GT_TYPE_IQ4_NL:
+    case GT_TYPE_Q2_K:
+    case GT_TYPE_Q3_K:
+    case GT_TYPE_Q4_K:
+    case GT_TYPE_Q5_K:
+    case GT_TYPE_Q6_K: return true;
+    default: return false;
+    }
 }
 
 static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len)
@@ -331,6 +348,12 @@ static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t
     if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS) {
         if (is_weight_type(type))
             return true;
+        if (type == GT_TYPE_Q8_K) { /* GGML's activation partner of the K-quants */
+            if (why && why_len)
+                snprintf(why, why_len, "q8_k is an activation-only type (the K-quants' dot-product "
+                         "partner), never a weight: cuda has no %s kernel for it", gt_op_name(op));
+            return false;
+        }
         if (why && why_len)
             snprintf(why, why_len, "cuda has no %s kernel for %s weights", gt_op_name(op),
                      gt_type_name(type));

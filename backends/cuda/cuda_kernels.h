@@ -7,7 +7,12 @@
  * alignment is guaranteed inside a row; loads here are 16-bit or narrower
  * on block data. Dequantization uses __fmul_rn/__fadd_rn so that nvcc
  * cannot contract d*q + m into an FMA: GET_ROWS and the dequantized tiles
- * then equal the reference's values bit for bit. */
+ * then equal the reference's values bit for bit.
+ *
+ * Two ways in: gt_dq<T>(row, k), one element, for F32/F16/BF16/Q8_0/
+ * Q4_0/Q4_1; gt_dq8<T>(row, k0, out), 8 elements from k0 (a multiple of
+ * 8), for the types of cuda_dequant.h (Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K),
+ * whose functions tests/test_cuda_dequant.c checks on the host. */
 #ifndef GT_CUDA_KERNELS_H
 #define GT_CUDA_KERNELS_H
 
@@ -17,6 +22,8 @@
 #include <stdint.h>
 
 #include "cuda_internal.h"
+/* After cuda_internal.h, which declares the runtime's C functions. */
+#include "cuda_dequant.h"
 
 #define GT_WARP 32
 
@@ -60,6 +67,41 @@ template <> __device__ __forceinline__ float gt_dq<GT_TYPE_Q4_1>(const uint8_t *
     const int q = i < 16 ? (b & 15) : (b >> 4);
     return __fadd_rn(__fmul_rn((float)q, gt_h2f(gt_ld16(blk))), gt_h2f(gt_ld16(blk + 2)));
 }
+
+/* 8 elements k0..k0+7 of a row of type T, a cuda_dequant.h type. */
+template <int T> __device__ __forceinline__ void gt_dq8(const uint8_t *row, int k0, float *out)
+{
+    if (T == GT_TYPE_Q5_0)
+        gt_dq8_q5_0(row, k0, out);
+    else if (T == GT_TYPE_Q5_1)
+        gt_dq8_q5_1(row, k0, out);
+    else if (T == GT_TYPE_IQ4_NL)
+        gt_dq8_iq4_nl(row, k0, out);
+    else if (T == GT_TYPE_Q2_K)
+        gt_dq8_q2_K(row, k0, out);
+    else if (T == GT_TYPE_Q3_K)
+        gt_dq8_q3_K(row, k0, out);
+    else if (T == GT_TYPE_Q4_K)
+        gt_dq8_q4_K(row, k0, out);
+    else if (T == GT_TYPE_Q5_K)
+        gt_dq8_q5_K(row, k0, out);
+    else if (T == GT_TYPE_Q6_K)
+        gt_dq8_q6_K(row, k0, out);
+}
+
+/* Whether T is read through gt_dq8 (compile-time). */
+template <int T> struct gt_chunked {
+    static constexpr bool value = T == GT_TYPE_Q5_0 || T == GT_TYPE_Q5_1 || T == GT_TYPE_IQ4_NL ||
+                                  T == GT_TYPE_Q2_K || T == GT_TYPE_Q3_K || T == GT_TYPE_Q4_K ||
+                                  T == GT_TYPE_Q5_K || T == GT_TYPE_Q6_K;
+};
+
+/* Expands X(type) once per weight type the kernels read: the launchers'
+ * switches. */
+#define GT_CUDA_WEIGHT_TYPES(X)                                                                    \
+    X(GT_TYPE_F32) X(GT_TYPE_F16) X(GT_TYPE_BF16) X(GT_TYPE_Q8_0) X(GT_TYPE_Q4_0) X(GT_TYPE_Q4_1)   \
+    X(GT_TYPE_Q5_0) X(GT_TYPE_Q5_1) X(GT_TYPE_IQ4_NL) X(GT_TYPE_Q2_K) X(GT_TYPE_Q3_K)             \
+    X(GT_TYPE_Q4_K) X(GT_TYPE_Q5_K) X(GT_TYPE_Q6_K)
 
 __device__ __forceinline__ float gt_warp_sum(float v)
 {

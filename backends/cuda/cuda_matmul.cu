@@ -4,11 +4,14 @@
  *
  * - Decode (up to MMV_MAX_TOK rows): a mat-vec kernel per row that reads
  *   the weights in their stored format (Q8_0/Q4_0/Q4_1 blocks, F16, BF16,
- *   F32) and dequantizes in registers. Decode is bound by weight bytes, so
- *   the quantized bytes are the only weight traffic. One warp per output
+ *   F32; Q5_0, Q5_1, IQ4_NL and the K-quants through cuda_dequant.h's
+ *   8-element chunks) and dequantizes in registers. Decode is bound by
+ *   weight bytes, so the quantized bytes are the only weight traffic. One warp per output
  *   row; for quantized types four lanes share a 32-element block (each
  *   takes 8 elements), so a warp's loads cover 8 consecutive blocks and are
- *   coalesced. Activations are read as float4 when aligned.
+ *   coalesced. The chunked types give each lane 8 consecutive elements, so
+ *   a warp covers 256 elements (a K-quant super-block) per step.
+ *   Activations are read as float4 when aligned.
  *
  * - Prefill (more rows): weight rows are dequantized a tile at a time into
  *   a scratch buffer (at most TILE_FLOATS floats, kept for the backend's
@@ -60,7 +63,20 @@ template <int T, bool VEC> __device__ float row_dot(const uint8_t *r, const floa
 {
     const int lane = threadIdx.x & 31;
     float acc = 0.0f;
-    if (T == GT_TYPE_Q8_0 || T == GT_TYPE_Q4_0 || T == GT_TYPE_Q4_1) {
+    if constexpr (gt_chunked<T>::value) {
+        /* Lane l takes chunks l, l+32, ...: a warp covers 256 consecutive
+         * elements (one K-quant super-block, 8 blocks of 32) per step. */
+        const int nc = K >> 3;
+#pragma unroll 2
+        for (int c = lane; c < nc; c += 32) {
+            float wv[8], xv[8];
+            gt_dq8<T>(r, c << 3, wv);
+            load8<VEC>(x + (c << 3), xv);
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                acc += wv[t] * xv[t];
+        }
+    } else if (T == GT_TYPE_Q8_0 || T == GT_TYPE_Q4_0 || T == GT_TYPE_Q4_1) {
         const int nb = K >> 5, sub = lane & 3;
 #pragma unroll 2
         for (int b = lane >> 2; b < nb; b += 8) {
@@ -178,12 +194,10 @@ static int mat_vec(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
         const float *xi = x + i * K;
         float *yi = y + i * n_out;
         switch (wt->type) {
-        case GT_TYPE_F32: launch_mmv<GT_TYPE_F32>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
-        case GT_TYPE_F16: launch_mmv<GT_TYPE_F16>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
-        case GT_TYPE_BF16: launch_mmv<GT_TYPE_BF16>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
-        case GT_TYPE_Q8_0: launch_mmv<GT_TYPE_Q8_0>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
-        case GT_TYPE_Q4_0: launch_mmv<GT_TYPE_Q4_0>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
-        case GT_TYPE_Q4_1: launch_mmv<GT_TYPE_Q4_1>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
+#define GT_MMV_CASE(T)                                                                             \
+        case T: launch_mmv<T>(vec, grid, block, c->stream, w, rb, xi, yi, n_out, K); break;
+            GT_CUDA_WEIGHT_TYPES(GT_MMV_CASE)
+#undef GT_MMV_CASE
         default: return gt_err_set(err, "MUL_MAT: no mat-vec kernel for %s", gt_type_name(wt->type));
         }
         GT_LAUNCHED(err, "mmv", grid, block, "%s weight [%d, %d], activation row %lld, %s loads",
@@ -199,8 +213,18 @@ __global__ void dequant_rows_kernel(const uint8_t *w, size_t row_bytes, int K, f
 {
     const uint8_t *r = w + (size_t)blockIdx.x * row_bytes;
     float *o = out + (size_t)blockIdx.x * K;
-    for (int k = threadIdx.x; k < K; k += blockDim.x)
-        o[k] = gt_dq<T>(r, k);
+    if constexpr (gt_chunked<T>::value) {
+        for (int c = threadIdx.x; c < (K >> 3); c += blockDim.x) {
+            float v[8];
+            gt_dq8<T>(r, c << 3, v);
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                o[(c << 3) + t] = v[t];
+        }
+    } else {
+        for (int k = threadIdx.x; k < K; k += blockDim.x)
+            o[k] = gt_dq<T>(r, k);
+    }
 }
 
 static int dequant_rows(gt_cuda_ctx *c, gt_type type, const uint8_t *w, size_t rb, int K, int rows,
@@ -208,11 +232,10 @@ static int dequant_rows(gt_cuda_ctx *c, gt_type type, const uint8_t *w, size_t r
 {
     const dim3 grid((unsigned)rows), block(K >= 256 ? 256 : 64);
     switch (type) {
-    case GT_TYPE_F16: dequant_rows_kernel<GT_TYPE_F16><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
-    case GT_TYPE_BF16: dequant_rows_kernel<GT_TYPE_BF16><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
-    case GT_TYPE_Q8_0: dequant_rows_kernel<GT_TYPE_Q8_0><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
-    case GT_TYPE_Q4_0: dequant_rows_kernel<GT_TYPE_Q4_0><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
-    case GT_TYPE_Q4_1: dequant_rows_kernel<GT_TYPE_Q4_1><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
+#define GT_DEQUANT_CASE(T)                                                                         \
+    case T: dequant_rows_kernel<T><<<grid, block, 0, c->stream>>>(w, rb, K, out); break;
+        GT_CUDA_WEIGHT_TYPES(GT_DEQUANT_CASE)
+#undef GT_DEQUANT_CASE
     default: return gt_err_set(err, "MUL_MAT: no dequantize kernel for %s", gt_type_name(type));
     }
     GT_LAUNCHED(err, "dequant_rows", grid, block, "%s, %d rows of %d", gt_type_name(type), rows, K);

@@ -40,8 +40,18 @@ __global__ void get_rows_kernel(const uint8_t *table, size_t row_bytes, int tabl
         return;
     }
     const uint8_t *row = table + (size_t)id * row_bytes;
-    for (int k = threadIdx.x; k < ne0; k += blockDim.x)
-        y[k] = gt_dq<T>(row, k);
+    if constexpr (gt_chunked<T>::value) { /* ne0 is a multiple of the block, so of 8 */
+        for (int c = threadIdx.x; c < (ne0 >> 3); c += blockDim.x) {
+            float v[8];
+            gt_dq8<T>(row, c << 3, v);
+#pragma unroll
+            for (int t = 0; t < 8; t++)
+                y[(c << 3) + t] = v[t];
+        }
+    } else {
+        for (int k = threadIdx.x; k < ne0; k += blockDim.x)
+            y[k] = gt_dq<T>(row, k);
+    }
 }
 
 template <int T>
@@ -59,12 +69,10 @@ extern "C" int gt_cuda_op_get_rows(gt_cuda_ctx *c, const gt_tensor *t, int node,
     const dim3 grid((unsigned)t->ne[1]), block(256);
     const gt_type type = t->src[0]->type;
     switch (type) {
-    case GT_TYPE_F32: launch_get_rows<GT_TYPE_F32>(grid, block, c->stream, t, node, c->status); break;
-    case GT_TYPE_F16: launch_get_rows<GT_TYPE_F16>(grid, block, c->stream, t, node, c->status); break;
-    case GT_TYPE_BF16: launch_get_rows<GT_TYPE_BF16>(grid, block, c->stream, t, node, c->status); break;
-    case GT_TYPE_Q8_0: launch_get_rows<GT_TYPE_Q8_0>(grid, block, c->stream, t, node, c->status); break;
-    case GT_TYPE_Q4_0: launch_get_rows<GT_TYPE_Q4_0>(grid, block, c->stream, t, node, c->status); break;
-    case GT_TYPE_Q4_1: launch_get_rows<GT_TYPE_Q4_1>(grid, block, c->stream, t, node, c->status); break;
+#define GT_GET_ROWS_CASE(T)                                                                        \
+    case T: launch_get_rows<T>(grid, block, c->stream, t, node, c->status); break;
+        GT_CUDA_WEIGHT_TYPES(GT_GET_ROWS_CASE)
+#undef GT_GET_ROWS_CASE
     default: return gt_err_set(err, "GET_ROWS: no kernel for %s", gt_type_name(type));
     }
     c->status_armed = true;
