@@ -8,9 +8,10 @@
  *             listed as unavailable, or its probe returns 0 devices with
  *             the CUDA error, and opening it fails with that same reason
  *   device    only where a CUDA device is present: every op and weight type
- *             against the reference backend (NMSE), greedy stories260K equal
- *             to the reference, llama.cpp quants, and 1,000 sessions that
- *             must leak no device memory
+ *             against the reference backend (NMSE; GET_ROWS and SCALE
+ *             exact; ATTENTION with sliding windows), greedy stories260K
+ *             equal to the reference, llama.cpp quants, Gemma 3 270M, and
+ *             1,000 sessions that must leak no device memory
  * CUDA cannot be used in a process forked after CUDA was initialized, and
  * Check forks per test, so main() asks about devices in a throw-away child
  * and this process never calls CUDA itself. */
@@ -474,18 +475,22 @@ START_TEST(op_elementwise)
         const int a = tensor(&p, "a", GT_TYPE_F32, 300, 7, 0);
         const int b = tensor(&p, "b", GT_TYPE_F32, 300, 7, 0);
         const int wrow = tensor(&p, "w", GT_TYPE_F32, 300, 1, 0);
-        const gt_op ops[] = {GT_OP_ADD, GT_OP_MUL, GT_OP_SILU_MUL, GT_OP_RMS_NORM};
+        const gt_op ops[] = {GT_OP_ADD,      GT_OP_MUL,      GT_OP_SILU_MUL,
+                             GT_OP_RMS_NORM, GT_OP_GELU_MUL, GT_OP_SCALE};
         for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
             fill(&p, a, 3.0f);
             fill(&p, b, 2.0f);
             fill(&p, wrow, 1.5f);
             const int t = inplace ? alias(&p, a, "t") : tensor(&p, "t", GT_TYPE_F32, 300, 7, 0);
-            node(&p, t, ops[o], a, ops[o] == GT_OP_MUL ? wrow : ops[o] == GT_OP_RMS_NORM ? -1 : b, -1);
-            p.t[0][t].fparams[0] = p.t[1][t].fparams[0] = 1e-5f;
+            const bool one = ops[o] == GT_OP_RMS_NORM || ops[o] == GT_OP_SCALE;
+            node(&p, t, ops[o], a, ops[o] == GT_OP_MUL ? wrow : one ? -1 : b, -1);
+            /* eps for RMS_NORM; Gemma 3 270M's embedding scale sqrt(640) for SCALE */
+            p.t[0][t].fparams[0] = p.t[1][t].fparams[0] = ops[o] == GT_OP_SCALE ? 25.298221f : 1e-5f;
             run_ok(&p, &t, 1);
             char what[64];
-            snprintf(what, sizeof what, "%s%s", gt_op_name(ops[o]), inplace ? " in place" : "");
-            expect(&p, t, 1e-6, what);
+            snprintf(what, sizeof what, "%s%s%s", gt_op_name(ops[o]), inplace ? " in place" : "",
+                     ops[o] == GT_OP_SCALE ? " (exact)" : "");
+            expect(&p, t, ops[o] == GT_OP_SCALE ? 0.0 : 1e-6, what);
         }
         pair_close(&p);
     }
@@ -519,50 +524,61 @@ START_TEST(op_rope)
 END_TEST
 
 /* KV_STORE of new rows, then ATTENTION over them and the older rows, in one
- * graph; 605 visible rows cover several of the kernel's 512-row tiles. */
+ * graph; 605 visible rows cover several of the kernel's 512-row tiles.
+ * Windows (Gemma 3's local layers): row i at cache row p = pos0 + i sees
+ * rows max(0, p - w + 1)..p: w = 1 (itself only), w shorter than the
+ * batch, a whole tile, a window that starts at 0 for the first rows and
+ * not for the last, one longer than the context, and small pos0 (a ring
+ * cache hands the node cache-relative rows). */
 START_TEST(op_attention)
 {
     const int hds[] = {8, 64, 192};
-    const int n_head = 8, n_kv = 2, n_ctx = 700, n_tok = 5, pos0 = 600;
-    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
-        const int hd = hds[h];
-        pair p;
-        pair_open(&p, NULL);
-        const int kc = tensor(&p, "cache_k", GT_TYPE_F32, n_kv * hd, n_ctx, 0);
-        const int vc = tensor(&p, "cache_v", GT_TYPE_F32, n_kv * hd, n_ctx, 0);
-        const int k = tensor(&p, "k", GT_TYPE_F32, n_kv * hd, n_tok, 0);
-        const int v = tensor(&p, "v", GT_TYPE_F32, n_kv * hd, n_tok, 0);
-        const int q = tensor(&p, "q", GT_TYPE_F32, n_head * hd, n_tok, 0);
-        const int att = tensor(&p, "att", GT_TYPE_F32, n_head * hd, n_tok, 0);
-        fill(&p, kc, 1.0f);
-        fill(&p, vc, 1.0f);
-        fill(&p, k, 1.0f);
-        fill(&p, v, 1.0f);
-        fill(&p, q, 2.0f);
-        const int ks = alias(&p, kc, "k_store"), vs = alias(&p, vc, "v_store");
-        for (int s = 0; s < 2; s++) {
-            p.t[s][ks].offset += (size_t)pos0 * n_kv * hd * sizeof(float);
-            p.t[s][vs].offset += (size_t)pos0 * n_kv * hd * sizeof(float);
-            p.t[s][ks].ne[1] = p.t[s][vs].ne[1] = n_tok;
+    const int cases[][3] = {/* pos0, n_tok, window */
+                            {600, 5, 0},   {600, 5, 1}, {600, 5, 3},    {600, 5, 512},
+                            {600, 5, 603}, {600, 5, 1000}, {3, 5, 4}, {0, 40, 16}};
+    const int n_head = 8, n_kv = 2, n_ctx = 700;
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const int hd = hds[h], pos0 = cases[ci][0], n_tok = cases[ci][1];
+            const int window = cases[ci][2];
+            pair p;
+            pair_open(&p, NULL);
+            const int kc = tensor(&p, "cache_k", GT_TYPE_F32, n_kv * hd, n_ctx, 0);
+            const int vc = tensor(&p, "cache_v", GT_TYPE_F32, n_kv * hd, n_ctx, 0);
+            const int k = tensor(&p, "k", GT_TYPE_F32, n_kv * hd, n_tok, 0);
+            const int v = tensor(&p, "v", GT_TYPE_F32, n_kv * hd, n_tok, 0);
+            const int q = tensor(&p, "q", GT_TYPE_F32, n_head * hd, n_tok, 0);
+            const int att = tensor(&p, "att", GT_TYPE_F32, n_head * hd, n_tok, 0);
+            fill(&p, kc, 1.0f);
+            fill(&p, vc, 1.0f);
+            fill(&p, k, 1.0f);
+            fill(&p, v, 1.0f);
+            fill(&p, q, 2.0f);
+            const int ks = alias(&p, kc, "k_store"), vs = alias(&p, vc, "v_store");
+            for (int s = 0; s < 2; s++) {
+                p.t[s][ks].offset += (size_t)pos0 * n_kv * hd * sizeof(float);
+                p.t[s][vs].offset += (size_t)pos0 * n_kv * hd * sizeof(float);
+                p.t[s][ks].ne[1] = p.t[s][vs].ne[1] = n_tok;
+            }
+            node(&p, ks, GT_OP_KV_STORE, k, kc, -1);
+            node(&p, vs, GT_OP_KV_STORE, v, vc, -1);
+            node(&p, att, GT_OP_ATTENTION, q, kc, vc);
+            const int32_t ap[6] = {n_head, n_kv, hd, pos0, window, 0};
+            for (int s = 0; s < 2; s++) {
+                p.t[s][ks].iparams[0] = p.t[s][vs].iparams[0] = pos0;
+                memcpy(p.t[s][att].iparams, ap, sizeof ap);
+                p.t[s][att].fparams[0] = 1.0f / sqrtf((float)hd);
+            }
+            const int order[3] = {ks, vs, att};
+            run_ok(&p, order, 3);
+            char what[64];
+            snprintf(what, sizeof what, "KV_STORE (head_dim %d)", hd);
+            expect(&p, kc, 0.0, what);
+            snprintf(what, sizeof what, "ATTENTION GQA 8/2, head_dim %d, %d+%d rows, window %d",
+                     hd, pos0, n_tok, window);
+            expect(&p, att, 1e-6, what);
+            pair_close(&p);
         }
-        node(&p, ks, GT_OP_KV_STORE, k, kc, -1);
-        node(&p, vs, GT_OP_KV_STORE, v, vc, -1);
-        node(&p, att, GT_OP_ATTENTION, q, kc, vc);
-        const int32_t ap[6] = {n_head, n_kv, hd, pos0, 0, 0};
-        for (int s = 0; s < 2; s++) {
-            p.t[s][ks].iparams[0] = p.t[s][vs].iparams[0] = pos0;
-            memcpy(p.t[s][att].iparams, ap, sizeof ap);
-            p.t[s][att].fparams[0] = 1.0f / sqrtf((float)hd);
-        }
-        const int order[3] = {ks, vs, att};
-        run_ok(&p, order, 3);
-        char what[64];
-        snprintf(what, sizeof what, "KV_STORE (head_dim %d)", hd);
-        expect(&p, kc, 0.0, what);
-        snprintf(what, sizeof what, "ATTENTION GQA 8/2, head_dim %d, 605 rows", hd);
-        expect(&p, att, 1e-6, what);
-        pair_close(&p);
-    }
 }
 END_TEST
 
@@ -608,6 +624,8 @@ START_TEST(op_errors)
             ck_assert_msg(gt_backend_supports(p.b[1], op ? GT_OP_MUL_MAT : GT_OP_GET_ROWS, WTYPES[w],
                                               why, sizeof why),
                           "%s: %s", gt_type_name(WTYPES[w]), why);
+    ck_assert(gt_backend_supports(p.b[1], GT_OP_GELU_MUL, GT_TYPE_F32, why, sizeof why));
+    ck_assert(gt_backend_supports(p.b[1], GT_OP_SCALE, GT_TYPE_F32, why, sizeof why));
     /* Q8_K is activations only: refused, saying so. */
     ck_assert(!gt_backend_supports(p.b[1], GT_OP_MUL_MAT, GT_TYPE_Q8_K, why, sizeof why));
     ck_assert_msg(strstr(why, "activation-only"), "%s", why);
@@ -698,9 +716,8 @@ END_TEST
 
 /* Teacher-forced logits: batched prefill (cuBLAS path) and one token at a
  * time (mat-vec path), each against the reference on the same file. */
-static void check_file(const char *rel, double limit, const char *profile)
+static void check_path(const char *path, const char *rel, double limit, const char *profile)
 {
-    const char *path = strcmp(rel, "stories260K.gguf") == 0 ? gt_test_llama() : gt_test_model(rel);
     ck_assert_msg(path != NULL, "%s absent (main() checked it)", rel);
     run_ r, c;
     open_run(&r, path, "reference", NULL);
@@ -735,6 +752,12 @@ static void check_file(const char *rel, double limit, const char *profile)
     close_run(&c);
 }
 
+static void check_file(const char *rel, double limit, const char *profile)
+{
+    check_path(strcmp(rel, "stories260K.gguf") == 0 ? gt_test_llama() : gt_test_model(rel), rel,
+               limit, profile);
+}
+
 /* stories260K.gguf, or its stand-in (gt_test_llama) */
 START_TEST(model_f32) { check_file("stories260K.gguf", 1e-6, NULL); }
 END_TEST
@@ -755,6 +778,12 @@ START_TEST(model_graphs)
     greedy_vs_reference("graphs=on");
     check_file("stories260K.gguf", 1e-6, "graphs=on");
 }
+END_TEST
+
+/* Gemma 3 270M Q4_K_M: Q4_K/Q5_K/Q6_K (and whatever else llama-quantize
+ * chose) weights, GELU_MUL, SCALE, sliding-window layers, in prefill
+ * (cuBLAS tiles) and token by token (mat-vec). */
+START_TEST(model_gemma3) { check_path(gt_test_gemma3(), "gemma3-270m-q4_k_m", 5e-4, NULL); }
 END_TEST
 
 START_TEST(model_graphs_q8_0) { check_file("llamacpp-quants/stories260K-q8_0.gguf", 5e-4, "graphs=on"); }
@@ -870,6 +899,8 @@ static void add_device_tests(Suite *s)
     gt_test_add_if(tc, model_llamacpp_quants, quants, no_quants);
     tcase_add_test(tc, model_graphs);
     gt_test_add_if(tc, model_graphs_q8_0, quants, no_quants);
+    gt_test_add_if(tc, model_gemma3, gt_test_gemma3() != NULL,
+                   "Gemma 3 270M Q4_K_M not found ($GT_GEMMA3 or the models cache)");
     tcase_add_test(tc, leak_sessions);
     suite_add_tcase(s, tc);
 }

@@ -359,11 +359,6 @@ static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t
                      gt_type_name(type));
         return false;
     }
-    if (op == GT_OP_GELU_MUL || op == GT_OP_SCALE) { /* Gemma 3's ops: not on cuda yet */
-        if (why && why_len)
-            snprintf(why, why_len, "%s is not implemented on cuda yet", gt_op_name(op));
-        return false;
-    }
     if (op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32)
         return true;
     if (why && why_len)
@@ -527,7 +522,7 @@ static int validate(const gt_tensor *t, gt_err *err)
         return -1;
     const bool two = t->op == GT_OP_GET_ROWS || t->op == GT_OP_MUL_MAT || t->op == GT_OP_ADD ||
                      t->op == GT_OP_MUL || t->op == GT_OP_KV_STORE || t->op == GT_OP_ATTENTION ||
-                     t->op == GT_OP_SILU_MUL;
+                     t->op == GT_OP_SILU_MUL || t->op == GT_OP_GELU_MUL;
     if (two && check_tensor(b, "src1", err))
         return -1;
     if (t->op == GT_OP_ATTENTION && check_tensor(c, "src2", err))
@@ -560,6 +555,7 @@ static int validate(const gt_tensor *t, gt_err *err)
         return 0;
     case GT_OP_ADD:
     case GT_OP_SILU_MUL:
+    case GT_OP_GELU_MUL:
         if (want_type(a, GT_TYPE_F32, "src0", err) || want_type(b, GT_TYPE_F32, "src1", err))
             return -1;
         return same_shape(t, a, err) || same_shape(t, b, err) ? -1 : 0;
@@ -571,6 +567,7 @@ static int validate(const gt_tensor *t, gt_err *err)
                               (long long)b->ne[0], a->name, (long long)a->ne[0]);
         return same_shape(t, a, err);
     case GT_OP_RMS_NORM:
+    case GT_OP_SCALE:
         if (want_type(a, GT_TYPE_F32, "src0", err))
             return -1;
         return same_shape(t, a, err);
@@ -596,15 +593,16 @@ static int validate(const gt_tensor *t, gt_err *err)
     }
     case GT_OP_ATTENTION: {
         const int nh = t->iparams[0], nkv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
+        const int window = t->iparams[4];
         if (want_type(a, GT_TYPE_F32, "q", err) || want_type(b, GT_TYPE_F32, "K cache", err) ||
             want_type(c, GT_TYPE_F32, "V cache", err) || same_shape(t, a, err))
             return -1;
         if (nh <= 0 || nkv <= 0 || hd <= 0 || hd > 1024 || nh % nkv || (int64_t)nh * hd != a->ne[0] ||
             (int64_t)nkv * hd != b->ne[0] || same_shape(b, c, err) || pos0 < 0 ||
-            pos0 + a->ne[1] > b->ne[1])
+            pos0 + a->ne[1] > b->ne[1] || window < 0)
             return gt_err_set(err, "bad ATTENTION parameters: %d heads, %d KV heads of %d, pos0 %d, "
-                              "q [%lld, %lld], cache [%lld, %lld]", nh, nkv, hd, pos0,
-                              (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
+                              "window %d, q [%lld, %lld], cache [%lld, %lld]", nh, nkv, hd, pos0,
+                              window, (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
                               (long long)b->ne[1]);
         return 0;
     }
@@ -666,6 +664,8 @@ static int launch_nodes(gt_cuda_ctx *c, const gt_graph *g, bool validated, int *
             case GT_OP_KV_STORE: rc = kv_store(c, t, err); break;
             case GT_OP_ATTENTION: rc = gt_cuda_op_attention(c, t, err); break;
             case GT_OP_SILU_MUL: rc = gt_cuda_op_silu_mul(c, t, err); break;
+            case GT_OP_GELU_MUL: rc = gt_cuda_op_gelu_mul(c, t, err); break;
+            case GT_OP_SCALE: rc = gt_cuda_op_scale(c, t, err); break;
             default: rc = gt_err_set(err, "op %d not implemented", (int)t->op); break;
             }
         }

@@ -7,14 +7,18 @@
  * double so that pos * base^(-2j/d) at pos 2000 keeps its precision.
  *
  * In-place nodes (t shares a's storage; ADD, MUL, RMS_NORM, ROPE,
- * SILU_MUL) are safe because every thread writes only elements it has
+ * SILU_MUL, GELU_MUL, SCALE) are safe because every thread writes only elements it has
  * read itself: elementwise ops by index, RMS_NORM after a block-wide
  * barrier, ROPE one (x0, x1) pair per thread.
  *
  * ATTENTION runs one block per (query row, head) and streams the visible
  * cache rows in tiles with an online softmax (running max and sum,
  * rescaling the partial output per tile), so any context length fits in a
- * few KiB of shared memory. */
+ * few KiB of shared memory. A sliding window (iparams[4] = w > 0, Gemma 3's
+ * local layers) only moves the first visible row: row i, at cache row
+ * p = pos0 + i, sees rows max(0, p - w + 1)..p, exactly the reference's
+ * rows (pos0 is cache-relative: a window layer's ring cache hands the
+ * node the row its newest token is stored at). */
 #include "cuda_kernels.h"
 
 #include <math.h>
@@ -108,22 +112,31 @@ extern "C" int gt_cuda_op_rms_norm(gt_cuda_ctx *c, const gt_tensor *t, gt_err *e
     return 0;
 }
 
-/* --- elementwise: ADD, MUL, SILU_MUL -------------------------------------- */
+/* --- elementwise: ADD, MUL, SILU_MUL, GELU_MUL, SCALE ----------------------- */
 
-enum { EW_ADD, EW_MUL_ROW, EW_SILU_MUL };
+enum { EW_ADD, EW_MUL_ROW, EW_SILU_MUL, EW_GELU_MUL, EW_SCALE };
 
+/* GELU_MUL in double, as the reference computes it (tanh form, backend.h);
+ * SCALE is one f32 product, as defined, so it equals the reference's. */
 template <int OP>
-__global__ void elementwise_kernel(const float *a, const float *b, float *y, int64_t n, int ne0)
+__global__ void elementwise_kernel(const float *a, const float *b, float *y, int64_t n, int ne0,
+                                   float s)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const float x = a[i];
-        if (OP == EW_ADD)
+        if (OP == EW_ADD) {
             y[i] = x + b[i];
-        else if (OP == EW_MUL_ROW)
+        } else if (OP == EW_MUL_ROW) {
             y[i] = x * b[i % ne0];
-        else
+        } else if (OP == EW_SILU_MUL) {
             y[i] = x / (1.0f + expf(-x)) * b[i];
+        } else if (OP == EW_GELU_MUL) {
+            const double xd = x, c = 0.79788456080286535588; /* sqrt(2/pi) */
+            y[i] = (float)(0.5 * xd * (1.0 + tanh(c * (xd + 0.044715 * xd * xd * xd))) * (double)b[i]);
+        } else {
+            y[i] = __fmul_rn(x, s);
+        }
     }
 }
 
@@ -133,10 +146,10 @@ static int elementwise(gt_cuda_ctx *c, const gt_tensor *t, const char *name, gt_
     const int64_t n = t->ne[0] * t->ne[1];
     const int64_t want = (n + 255) / 256;
     const dim3 grid((unsigned)(want < 65536 ? want : 65536)), block(256);
-    elementwise_kernel<OP><<<grid, block, 0, c->stream>>>((const float *)gt_cuda_ptr(t->src[0]),
-                                                          (const float *)gt_cuda_ptr(t->src[1]),
+    const float *b = OP == EW_SCALE ? NULL : (const float *)gt_cuda_ptr(t->src[1]);
+    elementwise_kernel<OP><<<grid, block, 0, c->stream>>>((const float *)gt_cuda_ptr(t->src[0]), b,
                                                           (float *)gt_cuda_ptr(t), n,
-                                                          (int)t->ne[0]);
+                                                          (int)t->ne[0], t->fparams[0]);
     GT_LAUNCHED(err, name, grid, block, "[%lld, %lld]", (long long)t->ne[0], (long long)t->ne[1]);
     return 0;
 }
@@ -154,6 +167,16 @@ extern "C" int gt_cuda_op_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 extern "C" int gt_cuda_op_silu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 {
     return elementwise<EW_SILU_MUL>(c, t, "silu_mul", err);
+}
+
+extern "C" int gt_cuda_op_gelu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    return elementwise<EW_GELU_MUL>(c, t, "gelu_mul", err);
+}
+
+extern "C" int gt_cuda_op_scale(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    return elementwise<EW_SCALE>(c, t, "scale", err);
 }
 
 /* --- ROPE ----------------------------------------------------------------- */
@@ -220,7 +243,7 @@ extern "C" int gt_cuda_op_rope(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
  * sums, G groups of hd (G = ATT_THREADS / hd when hd <= ATT_THREADS). */
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(const float *q, const float *kc, const float *vc, float *out, int n_head,
-                 int group, int hd, int kv_dim, int pos0, float scale)
+                 int group, int hd, int kv_dim, int pos0, int window, float scale)
 {
     extern __shared__ float sm[];
     __shared__ float red[ATT_THREADS / 32];
@@ -237,11 +260,12 @@ attention_kernel(const float *q, const float *kc, const float *vc, float *out, i
     const int G = narrow ? ATT_THREADS / hd : 1;
     const int g = narrow ? tid / hd : 0;
     const int d0 = narrow ? tid % hd : tid, dstep = narrow ? hd : ATT_THREADS;
-    const int n_seen = pos0 + i + 1; /* causal: rows 0..pos0+i */
+    const int n_seen = pos0 + i + 1; /* causal: rows first..pos0+i */
+    const int first = window > 0 && n_seen > window ? n_seen - window : 0;
     float m = -INFINITY, l = 0.0f;
     __syncthreads();
 
-    for (int p0 = 0; p0 < n_seen; p0 += ATT_TILE) {
+    for (int p0 = first; p0 < n_seen; p0 += ATT_TILE) {
         const int len = min(ATT_TILE, n_seen - p0);
         float tmax = -INFINITY;
         for (int lp = tid; lp < len; lp += ATT_THREADS) {
@@ -289,7 +313,7 @@ attention_kernel(const float *q, const float *kc, const float *vc, float *out, i
 extern "C" int gt_cuda_op_attention(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2];
-    const int pos0 = t->iparams[3];
+    const int pos0 = t->iparams[3], window = t->iparams[4];
     if (n_head > 65535)
         return gt_err_set(err, "ATTENTION: %d heads exceed one launch's 65535", n_head);
     const int G = hd <= ATT_THREADS ? ATT_THREADS / hd : 1;
@@ -298,9 +322,9 @@ extern "C" int gt_cuda_op_attention(gt_cuda_ctx *c, const gt_tensor *t, gt_err *
     attention_kernel<<<grid, block, shmem, c->stream>>>(
         (const float *)gt_cuda_ptr(t->src[0]), (const float *)gt_cuda_ptr(t->src[1]),
         (const float *)gt_cuda_ptr(t->src[2]), (float *)gt_cuda_ptr(t), n_head, n_head / n_kv, hd,
-        n_kv * hd, pos0, t->fparams[0]);
+        n_kv * hd, pos0, window, t->fparams[0]);
     GT_LAUNCHED(err, "attention", grid, block,
-                "%lld rows, %d heads, %d KV heads of %d, pos0 %d, %zu bytes shared",
-                (long long)t->ne[1], n_head, n_kv, hd, pos0, shmem);
+                "%lld rows, %d heads, %d KV heads of %d, pos0 %d, window %d, %zu bytes shared",
+                (long long)t->ne[1], n_head, n_kv, hd, pos0, window, shmem);
     return 0;
 }
