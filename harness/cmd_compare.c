@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "compare.h"
 #include "db.h"
+#include "localize.h"
 #include "report.h"
 
 static bool color;
@@ -40,12 +41,21 @@ static void help(FILE *f)
             "usage: gauntlet compare -m MODEL --a BACKEND[:DRIVER] --b BACKEND[:DRIVER]\n"
             "                        --prompts FILE.jsonl [-n 64] [--quant Q] [--seed S]\n"
             "                        [-t THREADS] [--html OUT] [--json OUT]\n"
+            "       gauntlet compare -m MODEL --a BACKEND[:DRIVER] --b BACKEND[:DRIVER]\n"
+            "                        --localize -p TEXT [--max-tokens 32] [-t THREADS]\n"
+            "                        [--json OUT] [--html OUT]\n"
             "       gauntlet compare --db FILE --run A --run B [--threshold PCT] [--all]\n"
             "                        [--json OUT]\n"
             "  Two backends: each prompt runs greedily on both; shows both texts, the first\n"
             "  diverging token, per-token KL(A||B) with B teacher-forced on A's tokens,\n"
             "  top-1 agreement and speed, then a summary table. Prompt lines look like\n"
             "  {\"id\": \"p01\", \"prompt\": \"...\"}. --quant quantizes MODEL to Q first.\n"
+            "  --localize: where B parts from A. The prompt's tokens run once on A and\n"
+            "  twice on B (once as is, once with every node fed A's inputs); one row per\n"
+            "  node in graph order with NMSE, max |d| and cosine of B vs A, the NMSE the\n"
+            "  node adds on identical inputs, and its op's test-ops tolerance. The first\n"
+            "  node beyond tolerance on identical inputs is the divergence point; exit 1\n"
+            "  when there is one, 0 when none.\n"
             "  Two runs: status changes and metric deltas (beyond --threshold, default 5%%;\n"
             "  --all: every metric that moved), cell by cell. Runs are ids or run keys.\n");
 }
@@ -250,6 +260,59 @@ out:
     return rc;
 }
 
+static int localize(const gt_cmp_spec *spec, const char *text, int max_tokens,
+                    const char *label_a, const char *label_b, const char *html, const char *json)
+{
+    gt_cli_run a = {0}, b = {0};
+    gt_loc_result r = {0};
+    int32_t *tok = NULL;
+    int n = 0, rc = GT_EXIT_USAGE;
+    if (gt_cli_open("compare", spec->model_path, spec->backend_a, spec->n_threads, spec->driver_a,
+                    0, &a) != 0 ||
+        gt_cli_open("compare", spec->model_path, spec->backend_b, spec->n_threads, spec->driver_b,
+                    0, &b) != 0)
+        goto out;
+    tok = gt_cli_tokenize("compare", a.model, text, false, &n);
+    if (!tok)
+        goto out;
+    if (n > max_tokens)
+        n = max_tokens;
+    FILE *info = (json && !strcmp(json, "-")) || (html && !strcmp(html, "-")) ? stderr : stdout;
+    fprintf(stderr, "gauntlet compare: localizing over %d tokens: %s, then %s twice...\n", n,
+            label_a, label_b);
+    gt_err err = {{0}};
+    if (gt_loc_run(a.model, a.backend, b.model, b.backend, tok, n, &r, &err) != 0) {
+        fprintf(stderr, "gauntlet compare: %s\n", err.msg);
+        rc = GT_EXIT_FAIL;
+        goto out;
+    }
+    gt_loc_print_table(&r, label_a, label_b, info);
+    rc = r.first_added >= 0 ? GT_EXIT_FAIL : GT_EXIT_OK;
+    const char *outs[2] = {json, html};
+    for (int k = 0; k < 2; k++) {
+        if (!outs[k])
+            continue;
+        FILE *f = strcmp(outs[k], "-") ? fopen(outs[k], "w") : stdout;
+        int w = -1;
+        if (f)
+            w = k ? gt_loc_write_html(&r, spec->model_path, label_a, label_b, f, &err)
+                  : gt_loc_write_json(&r, spec->model_path, label_a, label_b, f, &err);
+        if (f && f != stdout && fclose(f) != 0)
+            w = -1;
+        if (w != 0) {
+            fprintf(stderr, "gauntlet compare: cannot write %s: %s\n", outs[k],
+                    f ? err.msg : strerror(errno));
+            rc = GT_EXIT_USAGE;
+        }
+    }
+out:
+    gt_loc_result_free(&r);
+    free(tok);
+    gt_cli_close(&a);
+    gt_cli_close(&b);
+    return rc;
+}
+
 static int resolve_run(gt_db *db, const char *spec, int64_t *id)
 {
     char *end;
@@ -380,7 +443,9 @@ out:
 int cmd_compare(int argc, char **argv)
 {
     const char *model = NULL, *quant = NULL, *prompts = NULL, *html = NULL, *json = NULL;
-    const char *db = NULL, *runs[2] = {NULL, NULL};
+    const char *db = NULL, *runs[2] = {NULL, NULL}, *prompt = NULL;
+    bool loc = false;
+    long max_tokens = 32;
     char *side_a = NULL, *side_b = NULL;
     long n = 64, threads = 0;
     uint64_t seed = 0;
@@ -390,7 +455,8 @@ int cmd_compare(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"a", required_argument, 0, 'A'},
         {"b", required_argument, 0, 'B'},       {"quant", required_argument, 0, 'q'},
-        {"prompts", required_argument, 0, 'p'}, {"n", required_argument, 0, 'n'},
+        {"prompts", required_argument, 0, 'F'}, {"prompt", required_argument, 0, 'p'},
+        {"localize", no_argument, 0, 'L'},      {"max-tokens", required_argument, 0, 'M'}, {"n", required_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},    {"threads", required_argument, 0, 't'},
         {"html", required_argument, 0, 'H'},    {"json", required_argument, 0, 'j'},
         {"db", required_argument, 0, 'd'},      {"run", required_argument, 0, 'r'},
@@ -398,13 +464,16 @@ int cmd_compare(int argc, char **argv)
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "m:n:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:n:t:p:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'A': side_a = optarg; break;
         case 'B': side_b = optarg; break;
         case 'q': quant = optarg; break;
-        case 'p': prompts = optarg; break;
+        case 'F': prompts = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'L': loc = true; break;
+        case 'M': if (gt_cli_int("compare", "--max-tokens", optarg, 1, 4096, &max_tokens)) return GT_EXIT_USAGE; break;
         case 'n': if (gt_cli_int("compare", "-n", optarg, 1, 1 << 16, &n)) return GT_EXIT_USAGE; break;
         case 's': if (gt_cli_u64("compare", "--seed", optarg, &seed)) return GT_EXIT_USAGE; break;
         case 't': if (gt_cli_int("compare", "-t", optarg, 0, 1024, &threads)) return GT_EXIT_USAGE; break;
@@ -436,6 +505,25 @@ int cmd_compare(int argc, char **argv)
             return GT_EXIT_USAGE;
         }
         return compare_runs(db, runs[0], runs[1], threshold, all, json);
+    }
+    if (loc) {
+        if (!model || !side_a || !side_b || !prompt || prompts) {
+            fprintf(stderr, "gauntlet compare: --localize needs -m MODEL, --a, --b and -p TEXT "
+                            "(one prompt, not --prompts)\n");
+            return GT_EXIT_USAGE;
+        }
+        char la[128], lb[128];
+        snprintf(la, sizeof la, "%s", side_a);
+        snprintf(lb, sizeof lb, "%s", side_b);
+        gt_cmp_spec spec = {.model_path = model, .n_threads = (int)threads};
+        split_side(side_a, &spec.backend_a, &spec.driver_a);
+        split_side(side_b, &spec.backend_b, &spec.driver_b);
+        return localize(&spec, prompt, (int)max_tokens, la, lb, html, json);
+    }
+    if (prompt) {
+        fprintf(stderr, "gauntlet compare: -p TEXT goes with --localize; a prompt set is "
+                        "--prompts FILE\n");
+        return GT_EXIT_USAGE;
     }
     if (!model || !side_a || !side_b || !prompts) {
         fprintf(stderr, "gauntlet compare: -m MODEL, --a, --b and --prompts are required\n");

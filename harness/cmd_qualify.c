@@ -75,6 +75,9 @@ static void help(FILE *f)
             "  --html FILE        write the HTML compatibility report\n"
             "  --markdown FILE    write a Markdown summary (for a pull-request comment)\n"
             "  --no-progress      no progress line even on a terminal\n"
+            "  --no-localize      a cell that fails accuracy is not followed by the localizer\n"
+            "                     (by default it names the first node where the backend\n"
+            "                     parts from the reference: check accuracy.localize)\n"
             "  -q, --quiet        only the gate's output\n"
             "exit: 0 gate passed, 1 gate failed (or interrupted), 2 usage/config error\n");
 }
@@ -122,6 +125,9 @@ static bool needs_f32(const gt_mx_tier *t)
     return false;
 }
 
+/* --no-localize: failed accuracy cells are not followed by the localizer. */
+static bool localize_failures = true;
+
 /* The worker's spec for one cell (see worker.c). */
 static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c,
                        const gt_artifact *art, const gt_artifact *src, const gt_artifact *f32,
@@ -141,6 +147,8 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
     cJSON_AddNumberToObject(o, "device", c->backend->device);
     cJSON_AddNumberToObject(o, "threads", c->threads);
     cJSON_AddNumberToObject(o, "seed", (double)m->seed);
+    cJSON_AddNumberToObject(o, "timeout_s", c->timeout_s);
+    cJSON_AddBoolToObject(o, "localize", localize_failures);
     cJSON_AddStringToObject(o, "artifact", art->path);
     cJSON_AddStringToObject(o, "artifact_sha256", art->sha256);
     cJSON_AddStringToObject(o, "source_sha256", src->sha256);
@@ -352,6 +360,7 @@ int cmd_qualify(int argc, char **argv)
         {"junit", required_argument, NULL, 'J'},    {"html", required_argument, NULL, 'H'},
         {"markdown", required_argument, NULL, 'M'}, {"backends", required_argument, NULL, 'B'},
         {"no-progress", no_argument, NULL, 'P'},    {"quiet", no_argument, NULL, 'q'},
+        {"no-localize", no_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
     const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL, *backends = NULL;
@@ -369,6 +378,7 @@ int cmd_qualify(int argc, char **argv)
         case 'c': cache_dir = optarg; break;
         case 'B': backends = optarg; break;
         case 'P': no_progress = true; break;
+        case 'L': localize_failures = false; break;
         case 'q': quiet = true; break;
         case 's':
             if (parse_shard(optarg, &shard_i, &shard_n) != 0)

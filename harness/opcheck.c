@@ -655,3 +655,22 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     free(l.c);
     return rc;
 }
+
+double opcheck_threshold(gt_op op, gt_type weight)
+{
+    switch (op) {
+    case GT_OP_KV_STORE:
+        return 0.0;
+    case GT_OP_GET_ROWS:
+    case GT_OP_ADD:
+    case GT_OP_MUL:
+    case GT_OP_SCALE:
+        return 1e-12;
+    case GT_OP_ATTENTION:
+        return 1e-8;
+    case GT_OP_MUL_MAT:
+        return quantized(weight) ? 5e-4 : 1e-8;
+    default: /* RMS_NORM, ROPE, SILU_MUL, GELU_MUL */
+        return 1e-10;
+    }
+}

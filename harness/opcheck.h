@@ -31,4 +31,9 @@ typedef struct opcheck_counts {
 int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
                 opcheck_counts *counts, gt_err *err);
 
+/* The NMSE threshold test-ops holds op to (the table in opcheck.c);
+ * weight is the weight type of MUL_MAT and GET_ROWS, ignored otherwise.
+ * The localizer (localize.h) judges real activations by the same values. */
+double opcheck_threshold(gt_op op, gt_type weight);
+
 #endif

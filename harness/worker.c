@@ -50,7 +50,7 @@
  *
  * Spec keys: cell, tier, model, quant, backend, driver_id, driver, version,
  * device, threads, seed, artifact, artifact_sha256, source_sha256, f32_path,
- * suites, settings, tolerances, db, scratch, data_dir; for http cells also
+ * suites, settings, tolerances, db, scratch, data_dir, timeout_s, localize; for http cells also
  * http {endpoint, health, start, model, start_timeout_s, gauntlet}.
  * For debugging: `gauntlet worker --spec FILE` reads the spec from FILE and
  * prints the lines on stdout.
@@ -76,6 +76,7 @@
 #include "gt/backend.h"
 #include "gt/gguf.h"
 #include "http_client.h"
+#include "localize.h"
 #include "matrix.h"
 #include "server_proc.h"
 #include "suite.h"
@@ -394,9 +395,46 @@ static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
                         missing);
 }
 
+/* After a failed accuracy suite: where this backend parts from the
+ * reference (localize.h), on the tokens the suite left in ctx, recorded as
+ * check accuracy.localize. Not for the reference itself, not when the spec
+ * says "localize": false (qualify --no-localize), and not with less than a
+ * quarter of the cell's deadline left (a skip that says so): the cell's
+ * verdict is already made, this only names a suspect. */
+static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
+{
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w->spec, "localize")) ||
+        strcmp(ctx->backend_name, "reference") == 0 || ctx->n_loc_tokens == 0)
+        return;
+    const double timeout = nget(w->spec, "timeout_s", 0), left = timeout - (gt_suite_now() - t0);
+    if (timeout > 0 && left < timeout / 4) {
+        gt_suite_result(ctx, "localize", GT_ST_SKIP,
+                        "not run: %.0f s of the cell's %.0f s deadline left", left, timeout);
+        return;
+    }
+    gt_err err = {{0}};
+    gt_model *m;
+    gt_backend *rb = NULL;
+    gt_backend_config cfg = {.n_threads = ctx->n_threads};
+    gt_loc_result r = {0};
+    if (gt_suite_model(ctx, &m, &err) != 0 || gt_backend_open("reference", &cfg, &rb, &err) != 0 ||
+        gt_loc_run(m, rb, m, ctx->backend, ctx->loc_tokens, ctx->n_loc_tokens, &r, &err) != 0) {
+        gt_suite_result(ctx, "localize", GT_ST_ERROR, "the localizer could not run: %s", err.msg);
+        gt_backend_close(rb);
+        return;
+    }
+    char line[512];
+    gt_loc_summary(&r, ctx->backend_name, line, sizeof line);
+    gt_suite_result(ctx, "localize", r.first_added >= 0 ? GT_ST_FAIL : GT_ST_PASS,
+                    "%s [%s, %d tokens, %d nodes, %.1f s]", line, ctx->loc_what, r.n_tokens, r.n,
+                    r.seconds);
+    gt_loc_result_free(&r);
+    gt_backend_close(rb);
+}
+
 /* The tier's suites in order (run, or run_http for an http cell); returns
- * how many ran. */
-static int run_suites(worker *w, gt_suite_ctx *ctx, bool http)
+ * how many ran. A failed accuracy suite is followed by the localizer. */
+static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
 {
     const cJSON *suites = cJSON_GetObjectItemCaseSensitive(w->spec, "suites");
     const cJSON *settings = cJSON_GetObjectItemCaseSensitive(w->spec, "settings");
@@ -438,6 +476,8 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http)
             unreported_tolerances(w, ctx);
         if (smoke_failed)
             stopped = "not run: smoke failed";
+        if (!http && strcmp(su->name, "accuracy") == 0 && ctx->n_failed > failed_before)
+            localize_cell(w, ctx, t0);
     }
     return ran;
 }
@@ -677,7 +717,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, n_threads, faults);
     ctx.endpoint = endpoint;
     ctx.served_model = sget(http, "model");
-    int ran = run_suites(w, &ctx, true);
+    int ran = run_suites(w, &ctx, true, t0);
     gt_model_free(ctx.model);
     if (ran == 0)
         skip(w, "unsupported: no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
@@ -754,7 +794,7 @@ static int run_cell(worker *w, double t0)
     ctx.driver = driver;
     ctx.device = cfg.device;
     ctx.backend = b;
-    run_suites(w, &ctx, false);
+    run_suites(w, &ctx, false, t0);
     gt_model_free(ctx.model);
     gt_backend_close(b);
     emit_done(w, t0);

@@ -527,6 +527,7 @@ static int greedy_agreement(acc *a, gt_err *err)
     }
     long same = 0, total = 0;
     int used = 0, identical = 0;
+    bool loc_diverged = false;
     for (int i = 0; i < ps.n; i++) {
         int np = gt_greedy_tokenize(a->m, ps.p[i].text, ids, n_ctx, err);
         if (np < 0)
@@ -546,6 +547,20 @@ static int greedy_agreement(acc *a, gt_err *err)
         int k = 0;
         while (k < n_gen && o[k] == rf[k])
             k++;
+        if (c->n_loc_tokens == 0 || (k < n_gen && !loc_diverged)) {
+            int n = 0;
+            for (int j = 0; j < np && n < GT_SUITE_LOC_TOKENS; j++)
+                c->loc_tokens[n++] = ids[j];
+            for (int j = 0; j <= k && j < n_gen && n < GT_SUITE_LOC_TOKENS; j++)
+                c->loc_tokens[n++] = rf[j];
+            c->n_loc_tokens = n;
+            loc_diverged = k < n_gen;
+            if (loc_diverged)
+                snprintf(c->loc_what, sizeof c->loc_what,
+                         "prompt %.32s, greedy divergence at token %d", ps.p[i].id, k);
+            else
+                snprintf(c->loc_what, sizeof c->loc_what, "prompt %.32s", ps.p[i].id);
+        }
         same += k;
         total += n_gen;
         identical += k == n_gen;

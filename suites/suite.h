@@ -118,6 +118,8 @@ typedef struct gt_suite_host {
                    gt_err *err);
 } gt_suite_host;
 
+#define GT_SUITE_LOC_TOKENS 64
+
 struct gt_suite_ctx {
     /* The cell. */
     const char *cell_id;       /* "stories260k/q8_0/cpu/default" */
@@ -150,6 +152,14 @@ struct gt_suite_ctx {
     const char *served_model;
     gt_model *model;           /* shared model, loaded on first gt_suite_model */
     int n_failed;              /* failed checks/metrics so far in this cell */
+
+    /* Set by the accuracy suite for the worker's localizer (worker.c): the
+     * tokens of the first prompt whose greedy continuation left the
+     * reference's (through the diverging step), else of the first prompt;
+     * loc_what says which. */
+    int32_t loc_tokens[GT_SUITE_LOC_TOKENS];
+    int n_loc_tokens;
+    char loc_what[96];
 };
 
 /* The suite table. */

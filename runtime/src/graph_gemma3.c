@@ -25,33 +25,35 @@ void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
     const int E = hp->n_embd, QD = hp->q_dim, KV = s->kv_dim, FF = hp->n_ff, HD = hp->head_dim;
     s->n_t = 0;
     s->n_nodes = 0;
+    s->layer = -1;
 
     gt_tensor *tokens = act(s, A_TOKENS, "tokens", n, 1);
     tokens->ne[0] = 1, tokens->ne[1] = n; /* (n) ids, one per row */
-    gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "x", E, n), weight_t(s, m->tok_embd),
+    gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "inp_embd", E, n), weight_t(s, m->tok_embd),
                         tokens, NULL);                                     /* (n, E) */
-    x = node(s, GT_OP_SCALE, same(s, x, "x*sqrt(E)"), x, NULL, NULL);
+    x = node(s, GT_OP_SCALE, same(s, x, "inp_scaled"), x, NULL, NULL);
     x->fparams[0] = hp->embd_scale;
 
     for (int l = 0; l < hp->n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
+        s->layer = l;
         const bool local = gt_hparams_layer_local(hp, l);
         /* attention */
-        gt_tensor *xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "attn_in", E, n), x, NULL, NULL);
+        gt_tensor *xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "attn_norm_rms", E, n), x, NULL, NULL);
         xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "attn_in*w"), xb, weight_t(s, w->attn_norm), NULL);
+        xb = node(s, GT_OP_MUL, same(s, xb, "attn_norm"), xb, weight_t(s, w->attn_norm), NULL);
         gt_tensor *q = node(s, GT_OP_MUL_MAT, act(s, A_Q, "q", QD, n), weight_t(s, w->wq), xb, NULL);
         gt_tensor *k = node(s, GT_OP_MUL_MAT, act(s, A_K, "k", KV, n), weight_t(s, w->wk), xb, NULL);
         gt_tensor *v = node(s, GT_OP_MUL_MAT, act(s, A_V, "v", KV, n), weight_t(s, w->wv), xb, NULL);
         /* QK-norm: one head per row */
-        gt_tensor *qh = new_tensor(s, "q_heads", GT_TYPE_F32, HD, (int64_t)n * hp->n_head, q->buf,
+        gt_tensor *qh = new_tensor(s, "q_norm_rms", GT_TYPE_F32, HD, (int64_t)n * hp->n_head, q->buf,
                                    q->offset);
-        gt_tensor *kh = new_tensor(s, "k_heads", GT_TYPE_F32, HD, (int64_t)n * hp->n_head_kv,
+        gt_tensor *kh = new_tensor(s, "k_norm_rms", GT_TYPE_F32, HD, (int64_t)n * hp->n_head_kv,
                                    k->buf, k->offset);
         node(s, GT_OP_RMS_NORM, qh, qh, NULL, NULL)->fparams[0] = hp->rms_eps;
         node(s, GT_OP_RMS_NORM, kh, kh, NULL, NULL)->fparams[0] = hp->rms_eps;
-        node(s, GT_OP_MUL, same(s, qh, "q_heads*w"), qh, weight_t(s, w->q_norm), NULL);
-        node(s, GT_OP_MUL, same(s, kh, "k_heads*w"), kh, weight_t(s, w->k_norm), NULL);
+        node(s, GT_OP_MUL, same(s, qh, "q_norm"), qh, weight_t(s, w->q_norm), NULL);
+        node(s, GT_OP_MUL, same(s, kh, "k_norm"), kh, weight_t(s, w->k_norm), NULL);
         gt_tensor *qr = node(s, GT_OP_ROPE, same(s, q, "q_rope"), q, NULL, NULL);
         gt_tensor *kr = node(s, GT_OP_ROPE, same(s, k, "k_rope"), k, NULL, NULL);
         int32_t rope[2][6] = {{hp->n_head, HD, hp->rope_dim, pos0, hp->rope_mode},
@@ -71,43 +73,44 @@ void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
         node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = row0;
         node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = row0;
 
-        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "attn", QD, n), qr, kc, vc);
+        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
         int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, row0, local ? hp->swa_window : 0};
         memcpy(att->iparams, ap, sizeof ap);
         att->fparams[0] = hp->attn_scale;
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),
                             att, NULL);
-        o = node(s, GT_OP_RMS_NORM, same(s, o, "attn_out_norm"), o, NULL, NULL);
+        o = node(s, GT_OP_RMS_NORM, same(s, o, "attn_post_norm_rms"), o, NULL, NULL);
         o->fparams[0] = hp->rms_eps;
-        o = node(s, GT_OP_MUL, same(s, o, "attn_out_norm*w"), o, weight_t(s, w->post_attn_norm),
+        o = node(s, GT_OP_MUL, same(s, o, "attn_post_norm"), o, weight_t(s, w->post_attn_norm),
                  NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+attn"), x, o, NULL);
+        x = node(s, GT_OP_ADD, same(s, x, "attn_res"), x, o, NULL);
 
         /* feed-forward (gated GELU) */
-        xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "ffn_in", E, n), x, NULL, NULL);
+        xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "ffn_norm_rms", E, n), x, NULL, NULL);
         xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "ffn_in*w"), xb, weight_t(s, w->ffn_norm), NULL);
-        gt_tensor *hg = node(s, GT_OP_MUL_MAT, act(s, A_HG, "gate", FF, n), weight_t(s, w->w_gate),
+        xb = node(s, GT_OP_MUL, same(s, xb, "ffn_norm"), xb, weight_t(s, w->ffn_norm), NULL);
+        gt_tensor *hg = node(s, GT_OP_MUL_MAT, act(s, A_HG, "ffn_gate", FF, n), weight_t(s, w->w_gate),
                              xb, NULL);
-        gt_tensor *hu = node(s, GT_OP_MUL_MAT, act(s, A_HU, "up", FF, n), weight_t(s, w->w_up),
+        gt_tensor *hu = node(s, GT_OP_MUL_MAT, act(s, A_HU, "ffn_up", FF, n), weight_t(s, w->w_up),
                              xb, NULL);
-        gt_tensor *h = node(s, GT_OP_GELU_MUL, same(s, hg, "geglu"), hg, hu, NULL);
+        gt_tensor *h = node(s, GT_OP_GELU_MUL, same(s, hg, "ffn_act"), hg, hu, NULL);
         gt_tensor *d = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "ffn_out", E, n),
                             weight_t(s, w->w_down), h, NULL);
-        d = node(s, GT_OP_RMS_NORM, same(s, d, "ffn_out_norm"), d, NULL, NULL);
+        d = node(s, GT_OP_RMS_NORM, same(s, d, "ffn_post_norm_rms"), d, NULL, NULL);
         d->fparams[0] = hp->rms_eps;
-        d = node(s, GT_OP_MUL, same(s, d, "ffn_out_norm*w"), d, weight_t(s, w->post_ffn_norm), NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+ffn"), x, d, NULL);
+        d = node(s, GT_OP_MUL, same(s, d, "ffn_post_norm"), d, weight_t(s, w->post_ffn_norm), NULL);
+        x = node(s, GT_OP_ADD, same(s, x, "ffn_res"), x, d, NULL);
     }
 
+    s->layer = -1;
     /* output: only the rows whose logits are wanted */
     const int rows = all_logits ? n : 1;
     gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
                                x->offset + (size_t)(n - rows) * E * sizeof(float));
-    gt_tensor *xn = new_tensor(s, "out_norm", GT_TYPE_F32, E, rows, s->scratch,
+    gt_tensor *xn = new_tensor(s, "result_norm_rms", GT_TYPE_F32, E, rows, s->scratch,
                                s->act_offset[A_XB]);
     node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
-    xn = node(s, GT_OP_MUL, same(s, xn, "out_norm*w"), xn, weight_t(s, m->out_norm), NULL);
+    xn = node(s, GT_OP_MUL, same(s, xn, "result_norm"), xn, weight_t(s, m->out_norm), NULL);
     node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
          weight_t(s, m->output), xn, NULL);
 }

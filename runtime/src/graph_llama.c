@@ -12,18 +12,20 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
     const int E = hp->n_embd, QD = hp->n_head * hp->head_dim, KV = s->kv_dim, FF = hp->n_ff;
     s->n_t = 0;
     s->n_nodes = 0;
+    s->layer = -1;
 
     gt_tensor *tokens = act(s, A_TOKENS, "tokens", n, 1);
     tokens->ne[0] = 1, tokens->ne[1] = n; /* (n) ids, one per row */
-    gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "x", E, n), weight_t(s, m->tok_embd),
+    gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "inp_embd", E, n), weight_t(s, m->tok_embd),
                         tokens, NULL);                                     /* (n, E) */
 
     for (int l = 0; l < hp->n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
+        s->layer = l;
         /* attention */
-        gt_tensor *xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "attn_in", E, n), x, NULL, NULL);
+        gt_tensor *xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "attn_norm_rms", E, n), x, NULL, NULL);
         xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "attn_in*w"), xb, weight_t(s, w->attn_norm), NULL);
+        xb = node(s, GT_OP_MUL, same(s, xb, "attn_norm"), xb, weight_t(s, w->attn_norm), NULL);
         gt_tensor *q = node(s, GT_OP_MUL_MAT, act(s, A_Q, "q", QD, n), weight_t(s, w->wq), xb, NULL);
         gt_tensor *k = node(s, GT_OP_MUL_MAT, act(s, A_K, "k", KV, n), weight_t(s, w->wk), xb, NULL);
         gt_tensor *v = node(s, GT_OP_MUL_MAT, act(s, A_V, "v", KV, n), weight_t(s, w->wv), xb, NULL);
@@ -43,36 +45,37 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
         node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
         node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
 
-        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "attn", QD, n), qr, kc, vc);
+        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
         int32_t ap[6] = {hp->n_head, hp->n_head_kv, hp->head_dim, pos0};
         memcpy(att->iparams, ap, sizeof ap);
         att->fparams[0] = hp->attn_scale;
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),
                             att, NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+attn"), x, o, NULL);
+        x = node(s, GT_OP_ADD, same(s, x, "attn_res"), x, o, NULL);
 
         /* feed-forward (SwiGLU) */
-        xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "ffn_in", E, n), x, NULL, NULL);
+        xb = node(s, GT_OP_RMS_NORM, act(s, A_XB, "ffn_norm_rms", E, n), x, NULL, NULL);
         xb->fparams[0] = hp->rms_eps;
-        xb = node(s, GT_OP_MUL, same(s, xb, "ffn_in*w"), xb, weight_t(s, w->ffn_norm), NULL);
-        gt_tensor *hg = node(s, GT_OP_MUL_MAT, act(s, A_HG, "gate", FF, n), weight_t(s, w->w_gate),
+        xb = node(s, GT_OP_MUL, same(s, xb, "ffn_norm"), xb, weight_t(s, w->ffn_norm), NULL);
+        gt_tensor *hg = node(s, GT_OP_MUL_MAT, act(s, A_HG, "ffn_gate", FF, n), weight_t(s, w->w_gate),
                              xb, NULL);
-        gt_tensor *hu = node(s, GT_OP_MUL_MAT, act(s, A_HU, "up", FF, n), weight_t(s, w->w_up),
+        gt_tensor *hu = node(s, GT_OP_MUL_MAT, act(s, A_HU, "ffn_up", FF, n), weight_t(s, w->w_up),
                              xb, NULL);
-        gt_tensor *h = node(s, GT_OP_SILU_MUL, same(s, hg, "swiglu"), hg, hu, NULL);
+        gt_tensor *h = node(s, GT_OP_SILU_MUL, same(s, hg, "ffn_act"), hg, hu, NULL);
         gt_tensor *d = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "ffn_out", E, n),
                             weight_t(s, w->w_down), h, NULL);
-        x = node(s, GT_OP_ADD, same(s, x, "x+ffn"), x, d, NULL);
+        x = node(s, GT_OP_ADD, same(s, x, "ffn_res"), x, d, NULL);
     }
 
+    s->layer = -1;
     /* output: only the rows whose logits are wanted */
     const int rows = all_logits ? n : 1;
     gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
                                x->offset + (size_t)(n - rows) * E * sizeof(float));
-    gt_tensor *xn = new_tensor(s, "out_norm", GT_TYPE_F32, E, rows, s->scratch,
+    gt_tensor *xn = new_tensor(s, "result_norm_rms", GT_TYPE_F32, E, rows, s->scratch,
                                s->act_offset[A_XB]);
     node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
-    xn = node(s, GT_OP_MUL, same(s, xn, "out_norm*w"), xn, weight_t(s, m->out_norm), NULL);
+    xn = node(s, GT_OP_MUL, same(s, xn, "result_norm"), xn, weight_t(s, m->out_norm), NULL);
     node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
          weight_t(s, m->output), xn, NULL);
 }

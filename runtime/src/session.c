@@ -13,6 +13,7 @@
  * architecture's builder (graph_llama.c, graph_gemma3.c). */
 #include "gt/session.h"
 
+#include "fault.h"
 #include "session_internal.h"
 
 #include <math.h>
@@ -216,6 +217,64 @@ static int swa_make_room(gt_session *s, int pos, int nb, gt_err *err)
     return rc;
 }
 
+/* --- observation and node faults (session.h) ----------------------------- */
+
+static bool same_storage(const gt_tensor *a, const gt_tensor *b)
+{
+    return a->buf == b->buf && a->offset == b->offset;
+}
+
+int gt_graph_segment_end(const gt_graph *g, int first)
+{
+    const gt_tensor *t = g->nodes[first];
+    if (t->op == GT_OP_RMS_NORM && first + 1 < g->n_nodes) {
+        const gt_tensor *m = g->nodes[first + 1];
+        if (m->op == GT_OP_MUL && m->src[0] == t && same_storage(m, t))
+            return first + 2;
+    }
+    return first + 1;
+}
+
+/* The graph one segment at a time: the observer sees each, and a faulted
+ * node is corrupted on its way to the backend. */
+static int compute_segments(gt_session *s, const gt_graph *g, gt_err *err)
+{
+    const gt_node_observer *o = s->observer;
+    for (int i = 0; i < g->n_nodes;) {
+        const int end = gt_graph_segment_end(g, i);
+        if (o && o->before && o->before(o->user, s, g, i, end - 1, err) != 0)
+            return -1;
+        const char *fault[2] = {NULL, NULL};
+        for (int k = i; k < end; k++)
+            if ((fault[k - i] = gt_node_fault(s->be->info.backend, g->nodes[k]->name)))
+                gt_fault_before(fault[k - i], g->nodes[k]);
+        gt_graph seg = {g->nodes + i, end - i};
+        if (gt_backend_compute(s->be, &seg, err) != 0)
+            return gt_err_wrap(err, "node %s", g->nodes[end - 1]->name);
+        for (int k = i; k < end; k++)
+            if (fault[k - i] && gt_fault_after(fault[k - i], g->nodes[k], err) != 0)
+                return -1;
+        if (o && o->after && o->after(o->user, s, g, i, end - 1, err) != 0)
+            return -1;
+        i = end;
+    }
+    return 0;
+}
+
+void gt_session_observe(gt_session *s, const gt_node_observer *o) { s->observer = o; }
+
+int gt_session_read_tensor(gt_session *s, const gt_tensor *t, void *dst, gt_err *err)
+{
+    (void)s;
+    return t->buf->backend->iface->download(t->buf, t->offset, dst, gt_tensor_bytes(t), err);
+}
+
+int gt_session_write_tensor(gt_session *s, const gt_tensor *t, const void *src, gt_err *err)
+{
+    (void)s;
+    return t->buf->backend->iface->upload(t->buf, t->offset, src, gt_tensor_bytes(t), err);
+}
+
 int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits,
                     float *logits, gt_err *err)
 {
@@ -250,7 +309,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         gt_graph g = {s->nodes, s->n_nodes};
         if (!want)
             g.n_nodes -= 3; /* the output head of a batch whose logits nobody reads */
-        if (gt_backend_compute(s->be, &g, err) != 0)
+        const bool by_segment = s->observer || gt_fault_any(s->be->info.backend);
+        if ((by_segment ? compute_segments(s, &g, err) : gt_backend_compute(s->be, &g, err)) != 0)
             return gt_err_wrap(err, "evaluating tokens %d..%d", pos, pos + nb - 1);
         if (want && logits) {
             float *dst = all_logits ? logits + (size_t)done * n_vocab : logits;

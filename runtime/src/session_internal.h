@@ -44,6 +44,9 @@ struct gt_session {
     int n_t, max_t;
     gt_tensor **nodes;      /* (max_tensors) */
     int n_nodes;
+    int layer;              /* the layer being built (node names), -1 outside */
+
+    const gt_node_observer *observer; /* NULL: the graph runs in one call */
 };
 
 /* --- weights as backend tensors ------------------------------------------ */
@@ -94,10 +97,16 @@ static inline gt_tensor *act(gt_session *s, int which, const char *name, int64_t
                       s->scratch, s->act_offset[which]);
 }
 
-/* A node writing into `dst`'s storage. */
+/* A node writing into `dst`'s storage; inside a layer its name becomes
+ * "blk.L.<name>" (session.h lists the names). */
 static inline gt_tensor *node(gt_session *s, gt_op op, gt_tensor *dst, gt_tensor *a, gt_tensor *b,
                        gt_tensor *c)
 {
+    if (s->layer >= 0) {
+        char local[64];
+        snprintf(local, sizeof local, "%s", dst->name);
+        snprintf(dst->name, sizeof dst->name, "blk.%d.%.50s", s->layer, local);
+    }
     dst->op = op;
     dst->src[0] = a;
     dst->src[1] = b;

@@ -66,4 +66,46 @@ int gt_kv_window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_ful
 /* Bytes of backend memory the session holds (weights uploaded, KV, scratch). */
 uint64_t gt_session_device_bytes(const gt_session *s);
 
+/* --- node observation (gauntlet compare --localize) -----------------------
+ * Graph nodes carry stable names: "inp_embd", "blk.L.<what>" inside layer L
+ * (attn_norm, q, k, v, q_rope, k_rope, kqv, attn_out, attn_res, ffn_norm,
+ * ffn_gate, ffn_up, ffn_act, ffn_out, ffn_res, and Gemma 3's q_norm,
+ * k_norm, attn_post_norm, ffn_post_norm), "result_norm", "logits". An RMS
+ * norm's own node is "<what>_rms"; it and the MUL by its weight that
+ * follows form one segment, since backends may fuse the two (nothing can
+ * read the norm between them there).
+ *
+ * With an observer set, eval computes the graph one segment at a time and
+ * calls before() and after() around each: before may overwrite the
+ * segment's inputs (gt_session_write_tensor), after may read its output
+ * (nodes[last], gt_session_read_tensor). The nodes, their order and the
+ * backend's fusion decisions are the same as without; with no observer
+ * (and no GT_FAULT node fault) eval hands the backend the whole graph in
+ * one call, as always. */
+typedef struct gt_node_observer {
+    int (*before)(void *user, gt_session *s, const gt_graph *g, int first, int last, gt_err *err);
+    int (*after)(void *user, gt_session *s, const gt_graph *g, int first, int last, gt_err *err);
+    void *user;
+} gt_node_observer;
+
+/* NULL turns observation off. The observer must outlive its use. */
+void gt_session_observe(gt_session *s, const gt_node_observer *o);
+/* gt_tensor_bytes(t) bytes of a node's storage, to or from host memory. */
+int gt_session_read_tensor(gt_session *s, const gt_tensor *t, void *dst, gt_err *err);
+int gt_session_write_tensor(gt_session *s, const gt_tensor *t, const void *src, gt_err *err);
+/* Index one past the segment that starts at node first (first + 1 or + 2). */
+int gt_graph_segment_end(const gt_graph *g, int first);
+
+/* Node faults, for proving the localizer (tests and scripts only):
+ * GT_FAULT="rope-mode@2,matmul-short@3,attn-overread@1,norm-eps@4" corrupts
+ * one node per entry on the backend GT_FAULT_BACKEND names (cpu, opencl,
+ * cuda, ...; unset: none). The runtime hands that backend the node with
+ * the fault applied, so every backend gets the same faults:
+ *   rope-mode@L      blk.L.q_rope rotates with the other pair layout
+ *   matmul-short@L   blk.L.ffn_out drops the last block (>= 32 values) of K
+ *   attn-overread@L  blk.L.kqv lets row p attend to position p + 1
+ *   norm-eps@L       blk.L.attn_norm_rms uses eps 1 instead of the model's
+ * Returns the fault kind's name for a node on backend, or NULL. */
+const char *gt_node_fault(const char *backend, const char *node);
+
 #endif
