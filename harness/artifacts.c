@@ -490,8 +490,14 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
     /* A mix (q4_k_m) is mostly other types on narrow models: the source is
      * already that scheme when its general.file_type says so. */
     const gt_quant_scheme *scheme = gt_quant_scheme_find(quant);
-    if (have == (int)want || (scheme && scheme->mix != GT_MIX_PLAIN &&
-                              file_type(src->path) == (int64_t)scheme->file_type)) {
+    const int64_t ft = file_type(src->path);
+    /* A plain quant is the source as is only when the file says it is that
+     * type throughout: a Q4_K_M file whose largest tensor is Q8_0 is not a
+     * q8_0 artifact. */
+    const bool plain_as_is = have == (int)want &&
+                             (ft < 0 || !scheme || scheme->mix != GT_MIX_PLAIN ||
+                              ft == (int64_t)scheme->file_type);
+    if (plain_as_is || (scheme && scheme->mix != GT_MIX_PLAIN && ft == (int64_t)scheme->file_type)) {
         *art = *src;
         return art;
     }
