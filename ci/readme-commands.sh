@@ -57,17 +57,18 @@ entry 'bash ci/test.sh' skip \
   "builds build/ and runs the whole CTest suite, this test included (2-3 minutes on 2 cores); CI runs it as the first step of .ci/run"
 entry 'gauntlet plan matrices/ci.json' run
 entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
-  "takes ~9 minutes on 2 cores (45 cells, SmolLM2 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
+  "takes ~15 minutes on 2 cores (60 cells, SmolLM2 and Gemma 3 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
 entry 'gauntlet qualify matrices/serve.json --db serve.sqlite --html serve.html' run \
   'serve.sqlite serve.html'
 entry 'gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md' run 'pr.md'
 PRE['gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md']='cp results.sqlite last-release.sqlite'
 entry 'GT_RUN_ID=$CI_RUN gauntlet qualify matrices/ci.json --shard 1/4 --db s1.sqlite' skip \
-  "a quarter of ci.json's ~9 minutes on 2 cores; CI runs it in the qualification job of ci/workflows/*.yml; the merge below gets the four shards of matrices/quickstart.json instead (ci/fanout.sh, CTest ci_fanout, checks sharding on quickstart)"
+  "a quarter of ci.json's ~15 minutes on 2 cores; CI runs it in the qualification job of ci/workflows/*.yml; the merge below gets the four shards of matrices/quickstart.json instead (ci/fanout.sh, CTest ci_fanout, checks sharding on quickstart)"
 entry 'gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite' run 'all.sqlite'
 PRE['gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite']='for k in 1 2 3 4; do GT_RUN_ID=$CI_RUN gauntlet qualify matrices/quickstart.json --shard $k/4 --db s$k.sqlite --no-progress >/dev/null || exit 1; done'
 entry 'gauntlet db gate all.sqlite' run
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a cpu --b opencl --prompts suites/prompts/stories.jsonl -n 64 [--quant q4_0] [--json out.json]' opencl
+entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a reference --b cpu --localize -p "Once upon a time" [--json out.json] [--html out.html]' run
 entry 'gauntlet --help' run
 entry 'gauntlet devices [--json]' run
 entry 'gauntlet inspect MODEL.gguf' run
