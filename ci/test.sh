@@ -23,6 +23,13 @@ if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import gguf, numpy' 2>/dev/null; then
       gguf==0.19.0 numpy==2.4.6 ||
     echo "ci/test.sh: gguf-py unavailable; the cross-checks against it will report SKIP"
 fi
+# The chat API's client oracle: the openai SDK, and jinja2 to render a GGUF's
+# chat template the way Hugging Face does (tests/py/chat_openai.py).
+if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import openai, jinja2' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --target "$GT_PYORACLE" \
+      openai==3.60.0 jinja2==3.1.6 ||
+    echo "ci/test.sh: openai/jinja2 unavailable; chat_openai will report SKIP"
+fi
 cd "$BUILD"
 rc=0
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?

@@ -21,6 +21,7 @@
 #include "gt/error.h"
 #include "gt/model.h"
 #include "gt/session.h"
+#include "serve_chat.h"
 
 #define GT_SERVE_MAX_STOP 16
 #define GT_SERVE_MAX_STOP_LEN 256
@@ -41,7 +42,10 @@ int gt_serve_fail(gt_serve_error *e, int status, const char *type, const char *p
 char *gt_serve_error_json(const gt_serve_error *e);
 
 typedef struct gt_serve_req {
-    char *prompt;
+    bool chat;          /* /v1/chat/completions: messages, not prompt */
+    char *prompt;       /* completions */
+    gt_chat_msg *messages; /* chat */
+    int n_messages;
     int max_tokens;     /* default 16, as OpenAI */
     float temperature;  /* default 1; 0 = greedy */
     float top_p;        /* default 1 (off) */
@@ -50,7 +54,8 @@ typedef struct gt_serve_req {
     bool has_seed;      /* else the server picks one per request */
     char *stop[GT_SERVE_MAX_STOP];
     int n_stop;
-    int logprobs;       /* top-N alternatives per token; -1 = no logprobs */
+    int logprobs;       /* top-N alternatives per token; -1 = no logprobs (chat:
+                         * top_logprobs when logprobs is true) */
     bool echo;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
@@ -61,6 +66,11 @@ typedef struct gt_serve_req {
  * known ones must have the documented type and range. */
 int gt_serve_parse(const char *body, size_t len, int max_tokens_cap, gt_serve_req *out,
                    gt_serve_error *e);
+/* The same for a /v1/chat/completions body: messages (string content, or
+ * an array of text parts), max_tokens or max_completion_tokens, logprobs
+ * (a boolean) with top_logprobs; echo does not exist there. */
+int gt_serve_parse_chat(const char *body, size_t len, int max_tokens_cap, gt_serve_req *out,
+                        gt_serve_error *e);
 void gt_serve_req_free(gt_serve_req *r);
 
 /* Where a generation's output goes. write is NULL for a plain request and
@@ -76,11 +86,13 @@ typedef struct gt_serve_ctx {
     gt_session *session;
     const gt_model *model;
     const char *model_id;  /* "model" in answers */
+    const gt_chat_template *chat; /* how chat requests are rendered */
     uint64_t counter;      /* for completion ids and default seeds */
 } gt_serve_ctx;
 
-/* Tokenizes a prompt with the model's BOS rule; checks that prompt plus
- * max_tokens fit the context. Returns a malloc'ed array, or NULL with e. */
+/* Tokenizes a prompt with the model's BOS rule, or renders a chat request's
+ * messages with the chat template; checks that prompt plus max_tokens fit
+ * the context. Returns a malloc'ed array, or NULL with e. */
 int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
                            gt_serve_error *e);
 

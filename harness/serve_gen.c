@@ -1,4 +1,4 @@
-/* serve_gen.c: one completion request run on the model session.
+/* serve_gen.c: one completion or chat request run on the model session.
  *
  * The session is reset (truncated to 0) for every request, so answers never
  * depend on what was asked before: the same request at temperature 0, or
@@ -107,6 +107,13 @@ static void token_logprobs(const float *logits, int n_vocab, int32_t id, int n_t
         t->top_lp[k] = (float)(logits[t->top_id[k]] - lse);
 }
 
+/* A token's bytes in piece[256], cut there (no token is that long). */
+static size_t piece_bytes(const gt_tokenizer *tok, int32_t id, char piece[256])
+{
+    const int len = gt_token_to_bytes(tok, id, piece, 256);
+    return len < 0 ? 0 : len > 256 ? 256 : (size_t)len;
+}
+
 static void add_clean_string(cJSON *arr_or_obj, const char *key, const char *s, size_t n)
 {
     char *c = gt_utf8_clean(s, n, false);
@@ -141,13 +148,49 @@ static cJSON *logprobs_json(const tokrec *recs, int n, const char *text, const g
         cJSON *top = cJSON_CreateObject();
         for (int k = 0; k < t->n_top; k++) {
             char piece[256];
-            int len = gt_token_to_bytes(tok, t->top_id[k], piece, sizeof piece);
-            len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
-            char *key = gt_utf8_clean(piece, (size_t)len, false);
+            const size_t len = piece_bytes(tok, t->top_id[k], piece);
+            char *key = gt_utf8_clean(piece, len, false);
             cJSON_AddItemToObject(top, key ? key : "", cJSON_CreateNumber(t->top_lp[k]));
             free(key);
         }
         cJSON_AddItemToArray(tops, top);
+    }
+    return o;
+}
+
+static cJSON *bytes_json(const char *s, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)s[i]));
+    return a;
+}
+
+/* The chat API's logprobs: {"content": [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}]}; bytes are the token's own,
+ * so a client can rebuild text that a token split mid-character. */
+static cJSON *chat_logprobs_json(const tokrec *recs, int n, const char *text,
+                                 const gt_tokenizer *tok)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(o, "content");
+    for (int i = 0; i < n; i++) {
+        const tokrec *t = &recs[i];
+        cJSON *e = cJSON_CreateObject();
+        add_clean_string(e, "token", text + t->offset, t->len);
+        cJSON_AddNumberToObject(e, "logprob", t->lp);
+        cJSON_AddItemToObject(e, "bytes", bytes_json(text + t->offset, t->len));
+        cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; k < t->n_top; k++) {
+            char piece[256];
+            const size_t len = piece_bytes(tok, t->top_id[k], piece);
+            cJSON *a = cJSON_CreateObject();
+            add_clean_string(a, "token", piece, len);
+            cJSON_AddNumberToObject(a, "logprob", t->top_lp[k]);
+            cJSON_AddItemToObject(a, "bytes", bytes_json(piece, len));
+            cJSON_AddItemToArray(tops, a);
+        }
+        cJSON_AddItemToArray(content, e);
     }
     return o;
 }
@@ -172,7 +215,9 @@ static cJSON *chunk_base(const gen *g)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", g->id);
-    cJSON_AddStringToObject(o, "object", "text_completion");
+    cJSON_AddStringToObject(o, "object", !g->r->chat ? "text_completion"
+                                         : g->stream ? "chat.completion.chunk"
+                                                     : "chat.completion");
     cJSON_AddNumberToObject(o, "created", (double)g->created);
     cJSON_AddStringToObject(o, "model", g->c->model_id);
     return o;
@@ -211,11 +256,19 @@ static void stream_flush(gen *g, size_t upto, const char *finish)
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, ch);
-    add_clean_string(ch, "text", g->text.p + g->emitted, upto > g->emitted ? upto - g->emitted : 0);
+    const size_t n_new = upto > g->emitted ? upto - g->emitted : 0;
+    if (g->r->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        if (n_new || !finish)
+            add_clean_string(delta, "content", g->text.p + g->emitted, n_new);
+    } else {
+        add_clean_string(ch, "text", g->text.p + g->emitted, n_new);
+    }
     cJSON_AddNumberToObject(ch, "index", 0);
     if (g->r->logprobs >= 0)
-        cJSON_AddItemToObject(ch, "logprobs", logprobs_json(g->recs + g->rec_sent,
-                                                            r_end - g->rec_sent, g->text.p, g->tok));
+        cJSON_AddItemToObject(ch, "logprobs",
+                              (g->r->chat ? chat_logprobs_json : logprobs_json)(
+                                  g->recs + g->rec_sent, r_end - g->rec_sent, g->text.p, g->tok));
     else
         cJSON_AddNullToObject(ch, "logprobs");
     if (finish)
@@ -299,7 +352,23 @@ static int echo_prompt(gen *g, const int32_t *ids, int n)
     return 0;
 }
 
-int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n, gt_serve_error *e)
+/* A chat request's messages through the chat template. */
+static int32_t *render_chat(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
+                            gt_serve_error *e)
+{
+    char why[400];
+    if (!c->chat || c->chat->family == GT_CHAT_NONE)
+        return gt_serve_fail(e, 400, "invalid_request_error", "messages", "%s",
+                             c->chat ? c->chat->why : "this server has no chat template"), NULL;
+    int32_t *ids = gt_chat_render(c->chat, gt_model_tokenizer(c->model), r->messages,
+                                  r->n_messages, n, why, sizeof why);
+    if (!ids)
+        return gt_serve_fail(e, 400, "invalid_request_error", "messages", "%s", why), NULL;
+    return ids;
+}
+
+static int32_t *tokenize_prompt(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
+                                gt_serve_error *e)
 {
     const gt_tokenizer *tok = gt_model_tokenizer(c->model);
     const bool bos = gt_tokenizer_adds_bos(tok);
@@ -313,16 +382,25 @@ int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
         return gt_serve_fail(e, 400, "invalid_request_error", "prompt",
                              "the prompt is empty and the model adds no BOS token: nothing "
                              "to condition on"), NULL;
-    const int n_ctx = gt_session_n_ctx(c->session);
-    if (need + r->max_tokens > n_ctx)
-        return gt_serve_fail(e, 400, "invalid_request_error", "max_tokens",
-                             "this model's context is %d tokens; the request needs %d (%d in "
-                             "the prompt, %d for the completion)",
-                             n_ctx, need + r->max_tokens, need, r->max_tokens), NULL;
     int32_t *ids = malloc(sizeof *ids * (size_t)need);
     if (!ids)
         return gt_serve_fail(e, 500, "server_error", NULL, "out of memory"), NULL;
     *n = gt_tokenize(tok, r->prompt, len, bos, ids, need, &err);
+    return ids;
+}
+
+int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n, gt_serve_error *e)
+{
+    int32_t *ids = r->chat ? render_chat(c, r, n, e) : tokenize_prompt(c, r, n, e);
+    const int n_ctx = gt_session_n_ctx(c->session);
+    if (ids && *n + r->max_tokens > n_ctx) {
+        free(ids);
+        return gt_serve_fail(e, 400, "invalid_request_error", "max_tokens",
+                             "this model's context is %d tokens; the request needs %d (%d in "
+                             "the %s, %d for the completion)",
+                             n_ctx, *n + r->max_tokens, *n,
+                             r->chat ? "rendered messages" : "prompt", r->max_tokens), NULL;
+    }
     return ids;
 }
 
@@ -362,6 +440,20 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
     g->gen_start = g->text.len;
     if (g->stream && r->echo)
         stream_flush(g, g->text.len, NULL);
+    if (g->stream && r->chat) { /* the chat stream opens with the speaker's role */
+        cJSON *o = chunk_base(g);
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        cJSON_AddStringToObject(delta, "role", "assistant");
+        cJSON_AddStringToObject(delta, "content", "");
+        cJSON_AddNumberToObject(ch, "index", 0);
+        cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddNullToObject(ch, "finish_reason");
+        send_frame(g, o);
+    }
+    /* A chat turn ends at the template's end-of-turn token. */
+    const int32_t turn_end = r->chat && c->chat ? c->chat->turn_end : -1;
     const float *last = logits + (prompt_lp ? (size_t)(n_ids - 1) * (size_t)n_vocab : 0);
     const int32_t eos = gt_tokenizer_eos(g->tok);
     const char *finish = "length";
@@ -378,7 +470,7 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
             break;
         }
         const int32_t t = gt_sampler_sample(smp, last);
-        if (t == eos) {
+        if (t == eos || t == turn_end) {
             finish = "stop";
             break;
         }
@@ -387,12 +479,11 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
         if (want_lp)
             token_logprobs(last, n_vocab, t, n_top, rec);
         char piece[256];
-        int len = gt_token_to_bytes(g->tok, t, piece, sizeof piece);
-        len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
-        rec->len = (size_t)len;
+        const size_t len = piece_bytes(g->tok, t, piece);
+        rec->len = len;
         g->n_rec++;
         n_gen++;
-        if (sbuf_add(&g->text, piece, (size_t)len)) {
+        if (sbuf_add(&g->text, piece, len)) {
             gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
             goto done;
         }
@@ -428,10 +519,18 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
         cJSON *choices = cJSON_AddArrayToObject(o, "choices");
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddItemToArray(choices, ch);
-        add_clean_string(ch, "text", g->text.p ? g->text.p : "", g->text.len);
         cJSON_AddNumberToObject(ch, "index", 0);
+        if (r->chat) {
+            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            add_clean_string(msg, "content", g->text.p ? g->text.p : "", g->text.len);
+        } else {
+            add_clean_string(ch, "text", g->text.p ? g->text.p : "", g->text.len);
+        }
         if (want_lp)
-            cJSON_AddItemToObject(ch, "logprobs", logprobs_json(g->recs, g->n_rec, g->text.p, g->tok));
+            cJSON_AddItemToObject(ch, "logprobs",
+                                  (r->chat ? chat_logprobs_json : logprobs_json)(
+                                      g->recs, g->n_rec, g->text.p, g->tok));
         else
             cJSON_AddNullToObject(ch, "logprobs");
         cJSON_AddStringToObject(ch, "finish_reason", finish);
@@ -457,7 +556,8 @@ int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids
     gen g = {.c = c, .r = r, .tok = gt_model_tokenizer(c->model), .sink = sink,
              .stream = sink->write != NULL, .created = (long)time(NULL)};
     c->counter++;
-    snprintf(g.id, sizeof g.id, "cmpl-%lx%04llx", (unsigned long)g.created,
+    snprintf(g.id, sizeof g.id, "%s-%lx%04llx", r->chat ? "chatcmpl" : "cmpl",
+             (unsigned long)g.created,
              (unsigned long long)(c->counter & 0xffff));
     if (response)
         *response = NULL;

@@ -75,6 +75,7 @@ typedef struct conn {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool chat; /* POST /v1/chat/completions */
 } conn;
 
 static void job_release_locked(job *j)
@@ -281,7 +282,7 @@ static void *worker_main(void *ud)
     return NULL;
 }
 
-/* ---- /v1/completions ---------------------------------------------------- */
+/* ---- /v1/completions and /v1/chat/completions --------------------------- */
 
 /* The body is always parsed as JSON. Accepted: no Content-Type,
  * application/json, and application/x-www-form-urlencoded, because that is
@@ -325,8 +326,8 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
     job *j = calloc(1, sizeof *j);
     if (!j)
         return fail(c, 500, "server_error", NULL, "out of memory");
-    if (gt_serve_parse(cc->body ? cc->body : "", cc->len, gt_session_n_ctx(s->ctx->session),
-                       &j->req, &e) != 0) {
+    if ((cc->chat ? gt_serve_parse_chat : gt_serve_parse)(
+            cc->body ? cc->body : "", cc->len, gt_session_n_ctx(s->ctx->session), &j->req, &e) != 0) {
         free(j);
         return respond_error(c, &e, NULL);
     }
@@ -410,12 +411,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     conn *cc = *con_cls;
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     const bool post = !strcmp(method, "POST");
-    const bool is_completions = !strcmp(url, "/v1/completions");
+    const bool is_chat = !strcmp(url, "/v1/chat/completions");
+    const bool is_completions = is_chat || !strcmp(url, "/v1/completions");
     if (!cc) {
         cc = calloc(1, sizeof *cc);
         if (!cc)
             return MHD_NO;
         *con_cls = cc;
+        cc->chat = is_chat;
         pthread_mutex_lock(&s->mu);
         s->in_flight++;
         pthread_mutex_unlock(&s->mu);
@@ -441,10 +444,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                        : fail(c, 405, "invalid_request_error", "GET", "use GET /v1/models");
         if (is_completions)
             return fail(c, 405, "invalid_request_error", "POST",
-                        "use POST /v1/completions with a JSON body");
+                        is_chat ? "use POST /v1/chat/completions with a JSON body"
+                                : "use POST /v1/completions with a JSON body");
         char msg[300];
-        snprintf(msg, sizeof msg, "no route %s %.200s (try POST /v1/completions, GET /v1/models, "
-                                  "GET /health)", method, url);
+        snprintf(msg, sizeof msg, "no route %s %.200s (try POST /v1/completions, POST "
+                                  "/v1/chat/completions, GET /v1/models, GET /health)",
+                 method, url);
         return fail(c, 404, "invalid_request_error", NULL, msg);
     }
     if (*upload_size > 0) {

@@ -1,4 +1,5 @@
-/* serve_request.c: a /v1/completions body -> a validated gt_serve_req.
+/* serve_request.c: a /v1/completions or /v1/chat/completions body -> a
+ * validated gt_serve_req.
  *
  * The rule is OpenAI's own: lenient on fields we do not know (SDKs send
  * extras such as "user" or "stream_options"), strict on the ones we do: a
@@ -120,7 +121,71 @@ static int add_stop(gt_serve_req *r, const cJSON *s, gt_serve_error *e)
     return 0;
 }
 
-static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error *e)
+/* A message's content: a string, or an array of {"type": "text", "text"}
+ * parts, joined. */
+static int message_content(const cJSON *c, int i, char **out, gt_serve_error *e)
+{
+    if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+        return *out ? 0 : gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    }
+    if (!cJSON_IsArray(c))
+        return bad(e, "messages", "messages[%d].content must be a string or an array of text "
+                                  "parts", i);
+    size_t len = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
+            return bad(e, "messages", "messages[%d].content: only parts of type \"text\" with "
+                                      "a string \"text\" are supported", i);
+        len += strlen(text->valuestring);
+    }
+    char *s = malloc(len + 1);
+    if (!s)
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    s[0] = '\0';
+    cJSON_ArrayForEach(part, c) strcat(s, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring);
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
+{
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if (!ms)
+        return bad(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
+        return bad(e, "messages", "'messages' must be a non-empty array of {role, content}");
+    const int n = cJSON_GetArraySize(ms);
+    r->messages = calloc((size_t)n, sizeof *r->messages);
+    if (!r->messages)
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    const cJSON *m;
+    int i = 0;
+    cJSON_ArrayForEach(m, ms) {
+        if (!cJSON_IsObject(m))
+            return bad(e, "messages", "messages[%d] must be an object", i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role))
+            return bad(e, "messages", "messages[%d].role must be a string", i);
+        const cJSON *content = field(m, "content");
+        if (!content)
+            return bad(e, "messages", "messages[%d].content is required (tool calls are not "
+                                      "supported)", i);
+        r->messages[i].role = strdup(role->valuestring);
+        r->n_messages = i + 1;
+        if (!r->messages[i].role)
+            return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+        if (message_content(content, i, &r->messages[i].content, e))
+            return -1;
+        i++;
+    }
+    return 0;
+}
+
+static int parse_prompt(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
     if (!p)
@@ -136,12 +201,35 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
     r->prompt = strdup(p->valuestring);
     if (!r->prompt)
         return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    return 0;
+}
+
+/* Chat: "logprobs" is a boolean and "top_logprobs" the count. */
+static int chat_logprobs(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
+{
+    bool on = false;
+    if (get_bool(o, "logprobs", &on, e))
+        return -1;
+    long v = 0;
+    if (get_int(o, "top_logprobs", 0, GT_SERVE_MAX_LOGPROBS, &v, e))
+        return -1;
+    if (field(o, "top_logprobs") && !on)
+        return bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r->logprobs = on ? (int)v : -1;
+    return 0;
+}
+
+static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error *e)
+{
+    if (r->chat ? parse_messages(o, r, e) : parse_prompt(o, r, e))
+        return -1;
 
     const cJSON *model = field(o, "model");
     if (model && !cJSON_IsString(model))
         return bad(e, "model", "'model' must be a string");
     long v = r->max_tokens;
-    if (get_int(o, "max_tokens", 0, cap, &v, e))
+    if (get_int(o, "max_tokens", 0, cap, &v, e) ||
+        (r->chat && get_int(o, "max_completion_tokens", 0, cap, &v, e)))
         return -1;
     r->max_tokens = (int)v;
     double d = r->temperature;
@@ -175,17 +263,23 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
             return -1;
         }
     }
-    const cJSON *lp = field(o, "logprobs");
-    if (lp) {
-        if (!cJSON_IsNumber(lp)) /* booleans are the chat API's; this is completions */
-            return bad(e, "logprobs", "'logprobs' must be an integer (top alternatives per token)");
-        v = 0;
-        if (get_int(o, "logprobs", 0, GT_SERVE_MAX_LOGPROBS, &v, e))
+    if (r->chat) {
+        if (chat_logprobs(o, r, e) || get_bool(o, "stream", &r->stream, e))
             return -1;
-        r->logprobs = (int)v;
+    } else {
+        const cJSON *lp = field(o, "logprobs");
+        if (lp) {
+            if (!cJSON_IsNumber(lp)) /* booleans are the chat API's */
+                return bad(e, "logprobs",
+                           "'logprobs' must be an integer (top alternatives per token)");
+            v = 0;
+            if (get_int(o, "logprobs", 0, GT_SERVE_MAX_LOGPROBS, &v, e))
+                return -1;
+            r->logprobs = (int)v;
+        }
+        if (get_bool(o, "echo", &r->echo, e) || get_bool(o, "stream", &r->stream, e))
+            return -1;
     }
-    if (get_bool(o, "echo", &r->echo, e) || get_bool(o, "stream", &r->stream, e))
-        return -1;
     const cJSON *so = field(o, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so))
@@ -196,7 +290,7 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
 
     /* Known, not implemented: only their no-op values are accepted. */
     v = 1;
-    if (get_int(o, "n", 1, 1, &v, e) || get_int(o, "best_of", 1, 1, &v, e))
+    if (get_int(o, "n", 1, 1, &v, e) || (!r->chat && get_int(o, "best_of", 1, 1, &v, e)))
         return -1;
     d = 0;
     if (get_num(o, "presence_penalty", 0, 0, &d, e) || get_num(o, "frequency_penalty", 0, 0, &d, e))
@@ -204,7 +298,7 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
     const cJSON *lb = field(o, "logit_bias");
     if (lb && (!cJSON_IsObject(lb) || lb->child))
         return bad(e, "logit_bias", "'logit_bias' is not supported");
-    const cJSON *suffix = field(o, "suffix");
+    const cJSON *suffix = r->chat ? NULL : field(o, "suffix");
     if (suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
         return bad(e, "suffix", "'suffix' is not supported");
     const cJSON *user = field(o, "user");
@@ -213,9 +307,11 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
     return 0;
 }
 
-int gt_serve_parse(const char *body, size_t len, int cap, gt_serve_req *r, gt_serve_error *e)
+static int parse_body(const char *body, size_t len, int cap, bool chat, gt_serve_req *r,
+                      gt_serve_error *e)
 {
     memset(r, 0, sizeof *r);
+    r->chat = chat;
     r->max_tokens = 16;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
@@ -245,10 +341,28 @@ int gt_serve_parse(const char *body, size_t len, int cap, gt_serve_req *r, gt_se
     return rc;
 }
 
+int gt_serve_parse(const char *body, size_t len, int cap, gt_serve_req *r, gt_serve_error *e)
+{
+    return parse_body(body, len, cap, false, r, e);
+}
+
+int gt_serve_parse_chat(const char *body, size_t len, int cap, gt_serve_req *r,
+                        gt_serve_error *e)
+{
+    return parse_body(body, len, cap, true, r, e);
+}
+
 void gt_serve_req_free(gt_serve_req *r)
 {
     free(r->prompt);
     r->prompt = NULL;
+    for (int i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    r->messages = NULL;
+    r->n_messages = 0;
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     r->n_stop = 0;

@@ -28,6 +28,7 @@
 
 /* The server's pure parts, compiled in for direct unit tests. */
 #include "../harness/cli.c"
+#include "../harness/serve_chat.c"
 #include "../harness/serve_gen.c"
 #include "../harness/serve_request.c"
 #include "../harness/utf8.c"
@@ -680,6 +681,106 @@ START_TEST(test_parse_direct)
 }
 END_TEST
 
+START_TEST(test_chat_without_template_is_400)
+{
+    /* The test model has no tokenizer.chat_template: chat is refused with
+     * the reason, and the completions API keeps working beside it. */
+    const char *b = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+    reply r = http(main_srv.port, "POST", "/v1/chat/completions", b, strlen(b), NULL);
+    ck_assert_msg(r.status == 400, "%ld %s", r.status, r.body);
+    ck_assert_msg(strstr(r.body, "tokenizer.chat_template") && strstr(r.body, "\"param\":\"messages\""),
+                  "%s", r.body);
+    free(r.body);
+    r = http(main_srv.port, "GET", "/v1/chat/completions", NULL, 0, NULL);
+    ck_assert_int_eq(r.status, 405);
+    free(r.body);
+    cJSON_Delete(complete("{\"prompt\": \"Once\", \"max_tokens\": 2}"));
+}
+END_TEST
+
+START_TEST(test_chat_parse_direct)
+{
+    gt_serve_req r;
+    gt_serve_error e;
+    const char *b = "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, "
+                    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, "
+                    "{\"type\": \"text\", \"text\": \"b\"}]}], \"max_completion_tokens\": 7, "
+                    "\"logprobs\": true, \"top_logprobs\": 4, \"stream\": true}";
+    ck_assert_int_eq(gt_serve_parse_chat(b, strlen(b), 100, &r, &e), 0);
+    ck_assert(r.chat && !r.prompt && r.stream);
+    ck_assert_int_eq(r.n_messages, 2);
+    ck_assert_str_eq(r.messages[0].role, "system");
+    ck_assert_str_eq(r.messages[1].content, "ab"); /* text parts joined */
+    ck_assert_int_eq(r.max_tokens, 7);
+    ck_assert_int_eq(r.logprobs, 4);
+    gt_serve_req_free(&r);
+    b = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true}";
+    ck_assert_int_eq(gt_serve_parse_chat(b, strlen(b), 100, &r, &e), 0);
+    ck_assert_int_eq(r.logprobs, 0); /* the chosen token's logprob, no alternatives */
+    gt_serve_req_free(&r);
+    static const struct { const char *body, *param; } bad[] = {
+        {"{}", "messages"},
+        {"{\"messages\": []}", "messages"},
+        {"{\"messages\": \"hi\"}", "messages"},
+        {"{\"messages\": [3]}", "messages"},
+        {"{\"messages\": [{\"role\": 1, \"content\": \"x\"}]}", "messages"},
+        {"{\"messages\": [{\"role\": \"user\"}]}", "messages"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 3}", "logprobs"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}", "top_logprobs"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 21}", "top_logprobs"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 101}", "max_completion_tokens"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": -1}", "max_tokens"},
+        {"{\"prompt\": \"x\"}", "messages"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(gt_serve_parse_chat(bad[i].body, strlen(bad[i].body), 100, &r, &e) == -1,
+                      "accepted: %s", bad[i].body);
+        ck_assert_int_eq(e.status, 400);
+        ck_assert_msg(e.param && !strcmp(e.param, bad[i].param), "%s: param %s, want %s",
+                      bad[i].body, e.param ? e.param : "(none)", bad[i].param);
+    }
+}
+END_TEST
+
+START_TEST(test_chat_template_init)
+{
+    gt_model *m;
+    gt_err err = {{0}};
+    ck_assert_msg(gt_model_load(model_path, &m, &err) == 0, "%s", err.msg);
+    const gt_tokenizer *tok = gt_model_tokenizer(m);
+    gt_chat_template t;
+    /* No template in the file: no chat, and the reason names the way out. */
+    ck_assert_int_eq(gt_chat_template_init(&t, NULL, NULL, tok), 0);
+    ck_assert_int_eq(t.family, GT_CHAT_NONE);
+    ck_assert_msg(strstr(t.why, "--chat-template"), "%s", t.why);
+    /* A template of no known family. */
+    ck_assert_int_eq(gt_chat_template_init(&t, "{{ messages[0]['content'] }}", NULL, tok), 0);
+    ck_assert_int_eq(t.family, GT_CHAT_NONE);
+    ck_assert_msg(strstr(t.why, "no family"), "%s", t.why);
+    /* A ChatML template on a vocabulary without its tokens. */
+    ck_assert_int_eq(gt_chat_template_init(&t, "<|im_start|>", NULL, tok), 0);
+    ck_assert_int_eq(t.family, GT_CHAT_NONE);
+    ck_assert_msg(strstr(t.why, "<|im_start|>"), "%s", t.why);
+    /* Forced: an unknown name, or a family the vocabulary cannot express, is an error. */
+    ck_assert_int_eq(gt_chat_template_init(&t, NULL, "vicuna", tok), -1);
+    ck_assert_msg(strstr(t.why, "vicuna"), "%s", t.why);
+    ck_assert_int_eq(gt_chat_template_init(&t, NULL, "gemma", tok), -1);
+    ck_assert_msg(strstr(t.why, "<start_of_turn>"), "%s", t.why);
+    gt_serve_req r;
+    gt_serve_error e;
+    const char *b = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}";
+    ck_assert_int_eq(gt_serve_parse_chat(b, strlen(b), 100, &r, &e), 0);
+    char why[256];
+    int n = 0;
+    ck_assert_ptr_null(gt_chat_render(&t, tok, r.messages, r.n_messages, &n, why, sizeof why));
+    ck_assert_msg(strstr(why, "<start_of_turn>"), "%s", why);
+    gt_serve_req_free(&r);
+    gt_model_free(m);
+}
+END_TEST
+
 typedef struct collect {
     char *buf;
     size_t len;
@@ -796,6 +897,7 @@ int main(void)
     tcase_add_test(api, test_logprobs);
     tcase_add_test(api, test_lenient_on_unknown_fields);
     tcase_add_test(api, test_malformed_requests);
+    tcase_add_test(api, test_chat_without_template_is_400);
     suite_add_tcase(s, api);
     TCase *life = tcase_create("lifecycle");
     tcase_set_timeout(life, 120);
@@ -808,6 +910,8 @@ int main(void)
     tcase_set_timeout(unit, 120);
     tcase_add_test(unit, test_utf8_cleaning);
     tcase_add_test(unit, test_parse_direct);
+    tcase_add_test(unit, test_chat_parse_direct);
+    tcase_add_test(unit, test_chat_template_init);
     tcase_add_test(unit, test_stream_holdback_in_process);
     suite_add_tcase(s, unit);
     int rc = gt_test_run(s);
