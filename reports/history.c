@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "base.h"
 
 typedef struct id_ix {
     const char *id;

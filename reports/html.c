@@ -32,7 +32,7 @@
 
 #include "headroom.h"
 #include "html.h"
-#include "status.h"
+#include "base.h"
 
 #define E(s) gt_report_esc(f, (s))
 

@@ -12,9 +12,6 @@
 
 #include "report.h"
 
-extern const char gt_html_css[];
-extern const char gt_html_js[];
-
 /* <a class="st st-fail" href="#c12">✗ fail</a> (href NULL: a <span>). */
 void gt_html_badge(FILE *f, const char *status, const char *href, const char *extra_class);
 /* The anchor of a cell's details: "c<cells.id>". */

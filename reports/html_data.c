@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "html.h"
-#include "status.h"
+#include "base.h"
 
 typedef struct strtab {
     const char **key;

@@ -34,7 +34,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "status.h"
+#include "base.h"
 
 static void num(cJSON *o, const char *k, double v, bool present)
 {

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "status.h"
+#include "base.h"
 
 #define MAX_LIST 20
 #define MAX_GRID_ROWS 60

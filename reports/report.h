@@ -9,7 +9,10 @@
  *
  * What the harness calls: gt_report_write() with the output paths it wants
  * (any subset), e.g. after `qualify --junit OUT --html OUT`. Each output is
- * written to OUT.tmp and renamed, so a reader never sees half a report. */
+ * written to OUT.tmp and renamed, so a reader never sees half a report.
+ *
+ * This is the face of reports/. May use: store (the database and the gate,
+ * through store.h), base, SQLite, cJSON. */
 #ifndef GT_REPORT_H
 #define GT_REPORT_H
 
@@ -17,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "db.h"
+#include "store.h"
 #include "gt/error.h"
 
 typedef struct gt_rep_check {
@@ -211,6 +214,7 @@ int gt_report_write(gt_db *db, int64_t run_id, const gt_report_outputs *o, gt_er
 /* Copies into the run's arena (freed with it); *oom set on failure. */
 const char *gt_report_strdup(gt_rep_run *r, const char *s, bool *oom);
 const char *gt_report_dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom);
+void gt_report_arena_free(gt_rep_run *r);
 /* Severity order for sorting and "worst of": crash > timeout > error > fail >
  * xpass > pending > xfail > skip > pass. */
 int gt_report_severity(const char *status);
@@ -237,5 +241,14 @@ void gt_report_esc(FILE *f, const char *s);
 void gt_report_json_str(FILE *f, const char *s);
 /* Same, at most n bytes of s. */
 void gt_report_esc_n(FILE *f, const char *s, size_t n);
+
+/* The HTML report's stylesheet and script, which other pages of the tool
+ * (gauntlet compare --html) reuse so they look and behave alike. */
+extern const char gt_html_css[];
+extern const char gt_html_js[];
+
+/* Tolerance headroom (`gauntlet db headroom`, the report's section) is the
+ * rest of this face; included last, as it builds on the types above. */
+#include "headroom.h"
 
 #endif

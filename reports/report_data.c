@@ -4,8 +4,9 @@
  * - Three scans (cells, results, metrics), each ordered by cell so that a
  *   cell's checks and metrics are one contiguous slice of a single array;
  *   no per-cell query, so a 10,000-cell run loads in milliseconds.
- * - Every string lives in one arena freed with the run: the writers hold
- *   const char * and never free anything.
+ * - Every string lives in one arena freed with the run (report_arena.c): the
+ *   writers hold const char * and never free anything. The helpers the
+ *   writers share are report_fmt.c.
  * - The gate is the harness's own (gt_gate_eval), run on the same database,
  *   its printed lines captured with open_memstream: the report shows exactly
  *   the verdict and reasons CI saw, not a re-implementation of the policy. */
@@ -18,63 +19,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "gate.h"
-#include "status.h"
-
-typedef struct gt_rep_arena {
-    struct gt_rep_arena *next;
-    size_t used, cap;
-    char data[];
-} arena_blk;
-
-static char *arena_alloc(gt_rep_run *r, size_t n)
-{
-    arena_blk *a = r->arena;
-    n = (n + 7) & ~(size_t)7;
-    if (!a || a->used + n > a->cap) {
-        size_t cap = n > 65536 ? n : 65536;
-        arena_blk *b = malloc(sizeof *b + cap);
-        if (!b)
-            return NULL;
-        b->next = a;
-        b->used = 0;
-        b->cap = cap;
-        r->arena = a = b;
-    }
-    char *p = a->data + a->used;
-    a->used += n;
-    return p;
-}
-
-/* A NULL column becomes "" so writers need no NULL checks; "oom" is set on
- * allocation failure and checked once per scan. */
-const char *gt_report_dup_col(gt_rep_run *r, sqlite3_stmt *st, int i, bool *oom)
-{
-    const unsigned char *s = sqlite3_column_text(st, i);
-    if (!s)
-        return "";
-    size_t n = (size_t)sqlite3_column_bytes(st, i);
-    char *p = arena_alloc(r, n + 1);
-    if (!p) {
-        *oom = true;
-        return "";
-    }
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
-
-const char *gt_report_strdup(gt_rep_run *r, const char *s, bool *oom)
-{
-    size_t n = strlen(s);
-    char *p = arena_alloc(r, n + 1);
-    if (!p) {
-        *oom = true;
-        return "";
-    }
-    memcpy(p, s, n + 1);
-    return p;
-}
+#include "store.h"
+#include "base.h"
 
 static int sqlfail(sqlite3 *h, gt_err *err, const char *what)
 {
@@ -447,11 +393,7 @@ void gt_report_free(gt_rep_run *r)
     gt_report_history_free(r->hist);
     free(r->checks_block);
     free(r->metrics_block);
-    for (arena_blk *a = r->arena; a;) {
-        arena_blk *next = a->next;
-        free(a);
-        a = next;
-    }
+    gt_report_arena_free(r);
     free(r);
 }
 
@@ -461,108 +403,4 @@ const gt_rep_cell *gt_report_find(const gt_rep_run *r, const char *cell_id)
         if (strcmp(r->cells[i].cell_id, cell_id) == 0)
             return &r->cells[i];
     return NULL;
-}
-
-/* ---- helpers shared by the writers ---- */
-
-int gt_report_severity(const char *status)
-{
-    static const char *const order[] = {"pass", "skip", "xfail", "pending", "xpass",
-                                        "fail", "error", "timeout", "crash"};
-    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
-        if (strcmp(status, order[i]) == 0)
-            return i;
-    return 3;
-}
-
-bool gt_report_is_bad(const char *s)
-{
-    return !strcmp(s, "fail") || !strcmp(s, "error") || !strcmp(s, "crash") ||
-           !strcmp(s, "timeout") || !strcmp(s, "xpass");
-}
-
-const char *gt_report_icon(const char *s)
-{
-    static const char *const map[][2] = {
-        {"pass", "\u2713"},    {"fail", "\u2717"},    {"xfail", "\u2298"},
-        {"xpass", "\u203C"},   {"skip", "\u2013"},    {"error", "!"},
-        {"crash", "\u2620"},   {"timeout", "\u25F7"}, {"pending", "\u2026"}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(s, map[i][0]))
-            return map[i][1];
-    return "?";
-}
-
-void gt_report_metric_label(const gt_rep_metric *m, char *out, size_t cap)
-{
-    size_t n = strlen(m->suite);
-    if (!m->suite[0] || (strncmp(m->name, m->suite, n) == 0 && m->name[n] == '.'))
-        snprintf(out, cap, "%s", m->name);
-    else
-        snprintf(out, cap, "%s.%s", m->suite, m->name);
-}
-
-void gt_report_time(double t, char *out, size_t cap)
-{
-    if (t <= 0) {
-        snprintf(out, cap, "-");
-        return;
-    }
-    time_t s = (time_t)t;
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
-}
-
-void gt_report_num(double v, char *out, size_t cap)
-{
-    if (isnan(v))
-        snprintf(out, cap, "NaN");
-    else if (isinf(v))
-        snprintf(out, cap, v > 0 ? "inf" : "-inf");
-    else if (v == 0)
-        snprintf(out, cap, "0");
-    else if (v == floor(v) && fabs(v) < 1e9)
-        snprintf(out, cap, "%.0f", v); /* counts, token positions, bytes */
-    else if (fabs(v) >= 1e6 || fabs(v) < 1e-3)
-        snprintf(out, cap, "%.4g", v);
-    else if (fabs(v) >= 10)
-        snprintf(out, cap, "%.1f", v);
-    else if (fabs(v) >= 1)
-        snprintf(out, cap, "%.2f", v);
-    else
-        snprintf(out, cap, "%.4g", v);
-}
-
-static bool has(const char *s, const char *needle) { return strstr(s, needle) != NULL; }
-
-bool gt_report_is_accuracy(const gt_rep_metric *m)
-{
-    char l[256];
-    gt_report_metric_label(m, l, sizeof l);
-    return !strcmp(m->suite, "accuracy") || has(l, "kld") || has(l, "kl_") ||
-           has(l, "top1") || has(l, "agreement") || has(l, "nmse") || has(l, "ppl");
-}
-
-int gt_report_perf_kind(const gt_rep_metric *m)
-{
-    const char *n = m->name;
-    bool tps = has(n, "tps") || has(n, "tok_s") || has(m->unit, "tok/s");
-    if (!tps)
-        return 0;
-    if (has(n, "prefill") || has(n, "pp"))
-        return 1;
-    if (has(n, "decode") || has(n, "tg") || has(n, "gen"))
-        return 2;
-    return 0;
-}
-
-bool gt_report_is_latency(const gt_rep_metric *m)
-{
-    const char *n = m->name;
-    if (gt_report_is_accuracy(m))
-        return false; /* kld_p99 is a percentile, not a latency */
-    return has(n, "latency") || has(n, "ttft") || has(n, "first_token") ||
-           ((has(n, "_p50") || has(n, "_p90") || has(n, "_p99")) &&
-            (has(m->unit, "ms") || has(m->unit, "s")));
 }

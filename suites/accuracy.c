@@ -733,5 +733,4 @@ const gt_suite gt_suite_accuracy = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = accuracy_run,
-    .run_http = gt_accuracy_run_http,
 };

@@ -426,5 +426,4 @@ const gt_suite gt_suite_functional = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = functional_run,
-    .run_http = gt_functional_run_http,
 };

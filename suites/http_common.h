@@ -20,8 +20,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../harness/http_client.h"
-#include "../harness/utf8.h" /* gt_utf8_clean: text the way a server cleans it */
+#include "net.h"
+#include "base.h"
 #include "gt/model.h"
 #include "suite.h"
 
@@ -103,7 +103,7 @@ void gt_accuracy_greedy_result(gt_suite_ctx *c, const char *ps_path, int n_ctx, 
                                int used, int identical, int n_gen, long same, long total,
                                const char *note);
 
-/* The http variants (suites/http_<suite>.c), set as .run_http. */
+/* The http variants (suites/http_<suite>.c), bound in suite_table.c. */
 int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_functional_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err);

@@ -25,7 +25,7 @@
 
 #include "gt/tokenizer.h"
 #include "http_common.h"
-#include "sha256.h"
+#include "base.h"
 #include "suite.h"
 
 #define MAX_PROMPTS 64

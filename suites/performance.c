@@ -271,5 +271,4 @@ const gt_suite gt_suite_performance = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = performance_run,
-    .run_http = gt_performance_run_http,
 };

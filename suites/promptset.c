@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "sha256.h"
+#include "base.h"
 
 static int slurp(const char *path, char **out, size_t *len, gt_err *err)
 {

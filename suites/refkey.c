@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../harness/sha256.h" /* relative: tests include this without -I */
+#include "base.h"
 
 void gt_ref_key(const char *kind, const char *model_sha256, const char *quant,
                 const char *data_hash, const char *settings, const char *tool_version,

@@ -28,9 +28,8 @@
 #include "gt/session.h"
 #include "gt/tokenizer.h"
 #include "http_common.h"
-#include "sha256.h"
+#include "base.h"
 #include "suite.h"
-#include "tolerance.h"
 
 static const char *const DEFAULT_PROMPTS[] = {
     "Once upon a time",
@@ -330,5 +329,4 @@ const gt_suite gt_suite_smoke = {
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = smoke_run,
-    .run_http = gt_smoke_run_http,
 };

@@ -1,5 +1,5 @@
-/* suite.c: the suite table and the helpers suites report through (see
- * suite.h). The helpers only format and route: the worker's gt_suite_host
+/* suite.c: the helpers suites report through (see suite.h); the table of
+ * suites is suite_table.c, above every suite. The helpers only format and route: the worker's gt_suite_host
  * callbacks decide where things go (JSON lines on the result pipe). */
 #include "suite.h"
 
@@ -12,40 +12,11 @@
 
 #include "numerics.h"
 #include "refkey.h"
-#include "tolerance.h"
+#include "base.h"
 
 #ifndef GT_VERSION
 #define GT_VERSION "0.0.0"
 #endif
-
-extern const gt_suite gt_suite_smoke;
-extern const gt_suite gt_suite_functional;
-extern const gt_suite gt_suite_accuracy;
-extern const gt_suite gt_suite_performance;
-extern const gt_suite gt_suite_soak;
-
-/* Every suite the harness knows, in the order a tier usually runs them. */
-static const gt_suite *const SUITES[] = {
-    &gt_suite_smoke,
-    &gt_suite_functional,
-    &gt_suite_accuracy,
-    &gt_suite_performance,
-    &gt_suite_soak,
-};
-
-int gt_suite_all(const gt_suite *const **out)
-{
-    *out = SUITES;
-    return (int)(sizeof SUITES / sizeof SUITES[0]);
-}
-
-const gt_suite *gt_suite_find(const char *name)
-{
-    for (size_t i = 0; i < sizeof SUITES / sizeof SUITES[0]; i++)
-        if (strcmp(SUITES[i]->name, name) == 0)
-            return SUITES[i];
-    return NULL;
-}
 
 const gt_metric_def *gt_suite_metric_def(const gt_suite *s, const char *name)
 {

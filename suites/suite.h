@@ -13,7 +13,8 @@
  *
  * Adding a suite (functional, accuracy, performance, soak):
  *   1. write suites/<name>.c defining `const gt_suite gt_suite_<name>`;
- *   2. add it to the table in suites/suite.c;
+ *   2. add it to the table in suites/suite_table.c (and its http variant,
+ *      suites/http_<name>.c, when it can judge a server);
  *   3. list its metrics (gt_metric_def) and settings (gt_setting_def) so that
  *      matrices naming them are validated, and tolerances can be set on them;
  *   4. name it in a tier's "suites" in the matrix files (matrices/).
@@ -47,7 +48,11 @@
  * Fault injection (tests only): GT_FAULT="kind[=arg]:cell-glob,..." in the
  * environment. The worker itself handles segv, abort, hang and exit; a
  * suite asks gt_suite_fault(ctx, "perturb-logits", &arg) for its own kinds
- * (perturb-logits=X, leak=N, nondeterministic, ...). */
+ * (perturb-logits=X, leak=N, nondeterministic, ...). *
+ * This is the face of suites/: the harness sees suites only through it, and
+ * the suites see nothing of the harness but base (statuses, tolerances,
+ * hashes) and net (the HTTP client the http variants speak through).
+ * suite_table.c lists the suites; suite.c holds the helpers above. */
 #ifndef GT_SUITE_H
 #define GT_SUITE_H
 
@@ -60,7 +65,7 @@
 #include "gt/backend.h"
 #include "gt/error.h"
 #include "gt/model.h"
-#include "../harness/status.h" /* relative: tests include this without -I */
+#include "base.h"
 
 /* A metric a suite may report. Stored as "<suite>.<name>". */
 typedef struct gt_metric_def {
@@ -88,6 +93,7 @@ typedef struct gt_setting_def {
 } gt_setting_def;
 
 typedef struct gt_suite_ctx gt_suite_ctx;
+typedef int (*gt_suite_run_fn)(gt_suite_ctx *ctx, gt_err *err);
 
 #define GT_SUITE_NEEDS_F32 1u /* wants ctx->f32_path (reference on f32 weights) */
 
@@ -99,12 +105,14 @@ typedef struct gt_suite {
     const gt_setting_def *settings; /* terminated by {NULL} */
     /* Returns 0 when it ran to the end (checks may have failed), -1 when it
      * could not (err filled; the cell becomes an error). */
-    int (*run)(gt_suite_ctx *ctx, gt_err *err);
-    /* The same suite against an OpenAI-compatible server (an "http" backend
-     * entry: ctx->endpoint set, ctx->backend NULL). NULL: the suite cannot
-     * judge a server through its API; the worker reports it as a skip. */
-    int (*run_http)(gt_suite_ctx *ctx, gt_err *err);
+    gt_suite_run_fn run;
 } gt_suite;
+
+/* The same suite against an OpenAI-compatible server (an "http" backend
+ * entry: ctx->endpoint set, ctx->backend NULL), from suite_table.c. NULL: the
+ * suite cannot judge a server through its API; the worker reports it as a
+ * skip. */
+gt_suite_run_fn gt_suite_http_run(const gt_suite *s);
 
 /* What the worker provides; a suite uses the helpers below, not these. */
 typedef struct gt_suite_host {

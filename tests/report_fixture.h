@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../harness/db.h"
+#include "../harness/store/db.h"
 
 /* The status of cell i in a variant. */
 const char *fx_status(int i, int variant);

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../harness/sha256.c"
+#include "../harness/base/sha256.c"
 #include "testutil.h"
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"

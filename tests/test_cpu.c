@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/opcheck.c"
+#include "../harness/opcheck/opcheck.c"
 #include "../backends/cpu/cpu.h"
 #include "gt/model.h"
 #include "gt/sampler.h"

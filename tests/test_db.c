@@ -15,13 +15,13 @@
 
 #include "testutil.h"
 
-#include "../harness/db.c"
-#include "../harness/db_check.c"
-#include "../harness/db_merge.c"
-#include "../harness/db_record.c"
-#include "../harness/gate.c"
-#include "../harness/sha256.c"
-#include "../harness/status.c"
+#include "../harness/store/db.c"
+#include "../harness/store/db_check.c"
+#include "../harness/store/db_merge.c"
+#include "../harness/store/db_record.c"
+#include "../harness/store/gate.c"
+#include "../harness/base/sha256.c"
+#include "../harness/base/status.c"
 
 static gt_db *fresh(const char *name)
 {

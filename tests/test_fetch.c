@@ -12,9 +12,10 @@
 #ifndef GT_VERSION
 #define GT_VERSION "test"
 #endif
-#include "../harness/fetch.c"
-#include "../harness/fetch_pypi.c"
-#include "../harness/sha256.c"
+#include "../harness/net/fetch.c"
+#include "../harness/net/fetch_model.c"
+#include "../harness/net/fetch_pypi.c"
+#include "../harness/base/sha256.c"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -31,7 +31,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../harness/http_client.c"
+#include "../harness/net/http_client.c"
 #include "gt/gguf.h"
 #include "gt/quant.h"
 #include "testutil.h"

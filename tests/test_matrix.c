@@ -18,16 +18,17 @@
 #ifndef GT_VERSION
 #define GT_VERSION "test"
 #endif
-#include "../harness/fetch.c"
-#include "../harness/fetch_pypi.c"
-#include "../harness/jsonv.c"
-#include "../harness/matrix.c"
-#include "../harness/quant_scheme.c"
-#include "../harness/matrix_expand.c"
-#include "../harness/matrix_http.c"
-#include "../harness/sha256.c"
-#include "../harness/status.c"
-#include "../harness/tolerance.c"
+#include "../harness/net/fetch.c"
+#include "../harness/net/fetch_model.c"
+#include "../harness/net/fetch_pypi.c"
+#include "../harness/base/jsonv.c"
+#include "../harness/matrix/matrix.c"
+#include "../harness/matrix/quant_scheme.c"
+#include "../harness/matrix/matrix_expand.c"
+#include "../harness/matrix/matrix_http.c"
+#include "../harness/base/sha256.c"
+#include "../harness/base/status.c"
+#include "../harness/base/tolerance.c"
 
 /* The fake suite table the matrix validates against. */
 static const gt_metric_def SMOKE_METRICS[] = {

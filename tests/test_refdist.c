@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/db.c"
-#include "../harness/sha256.c"
+#include "../harness/store/db.c"
+#include "../harness/base/sha256.c"
 #include "../suites/metrics.c"
 #include "../suites/numerics.h"
 #include "../suites/refdist.c"

@@ -27,7 +27,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../harness/db.c"
+#include "../harness/store/db.c"
 #include "report_fixture.c"
 #include "testutil.h"
 

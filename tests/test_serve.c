@@ -27,11 +27,11 @@
 #include "testutil.h"
 
 /* The server's pure parts, compiled in for direct unit tests. */
-#include "../harness/cli.c"
-#include "../harness/serve_chat.c"
-#include "../harness/serve_gen.c"
-#include "../harness/serve_request.c"
-#include "../harness/utf8.c"
+#include "../harness/base/cli_common.c"
+#include "../harness/serve/serve_chat.c"
+#include "../harness/serve/serve_gen.c"
+#include "../harness/serve/serve_request.c"
+#include "../harness/base/utf8.c"
 #include "gt/backend.h"
 
 static const char *model_path;

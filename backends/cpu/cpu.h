@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "gt/backend.h"
+#include "cpu_blas.h"
 
 /* ---- kernel tables (cpu_kernels_*.c) ------------------------------------ */
 
@@ -96,29 +97,7 @@ void gt_cpu_pool_run(gt_cpu_pool *p, gt_cpu_task_fn fn, void *arg);
 /* Inside fn only: returns once all threads have arrived. */
 void gt_cpu_barrier(gt_cpu_pool *p);
 
-/* ---- BLAS (cpu_blas.c) --------------------------------------------------- */
-
-enum { GT_CPU_ROW_MAJOR = 101, GT_CPU_NO_TRANS = 111, GT_CPU_TRANS = 112 };
-typedef void (*gt_cpu_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
-                                const float *a, int lda, const float *b, int ldb, float beta,
-                                float *c, int ldc);
-
-typedef struct gt_cpu_blas {
-    gt_cpu_sgemm_fn sgemm;           /* NULL: not loaded, own kernels are used */
-    void (*set_num_threads)(int);    /* OpenBLAS only, else NULL */
-    char path[256];                  /* what was asked for */
-    char driver[128];                /* "OpenBLAS (pthread)", "BLAS (libblas.so.3)", "none ..." */
-    char version[64];
-    char core[64];                   /* OpenBLAS kernel set in use ("SkylakeX"), else "" */
-    char why[192];                   /* why it is not loaded */
-} gt_cpu_blas;
-
-/* Loads the BLAS a driver string names ("blas=PATH", "blas=none", NULL for
- * libopenblas.so.0). Never fails: on error blas->sgemm is NULL and why says
- * why. Libraries stay loaded for the life of the process (unloading OpenBLAS
- * under its own worker threads is not safe). Sets OPENBLAS_CORETYPE first
- * when the user has not (see cpu_blas.c). */
-void gt_cpu_blas_load(const char *driver, gt_cpu_blas *blas);
+/* ---- BLAS (cpu_blas.c): see cpu_blas.h ------------------------------------ */
 
 /* ---- backend context ----------------------------------------------------- */
 
@@ -183,5 +162,10 @@ static inline void gt_cpu_split(int64_t n, int ith, int nth, int64_t *r0, int64_
 }
 
 static inline float *gt_cpu_f32(const gt_tensor *t) { return (float *)gt_tensor_host(t); }
+
+/* ---- registration (cpu_backend.c) ---------------------------------------- */
+
+/* The entry function of the built-in table (the plugins' signature). */
+const gt_backend_reg *gt_backend_cpu_reg(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* cuda_backend.c: the CUDA backend's registration, probe, init, buffers and
- * the per-graph driver. Kernels live in cuda_ops.cu and cuda_matmul.cu.
+ * the per-graph driver. Kernels live in cuda_ops.cu and cuda_matmul.cu; the
+ * error messages all of them build, in cuda_status.c.
  *
  * Built as the plugin libgt-backend-cuda.so, loaded with dlopen, so the
  * gauntlet program runs on machines without CUDA. libcudart loads the
@@ -23,7 +24,6 @@
  *   launch: an unsupported or malformed node is an error, never garbage. */
 #include "cuda_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,38 +32,7 @@
 
 static const gt_backend_iface CU_IFACE;
 
-/* --- errors ---------------------------------------------------------------- */
-
-static int vfail(gt_err *err, const char *detail, const char *fmt, va_list ap)
-{
-    char what[640];
-    vsnprintf(what, sizeof what, fmt, ap);
-    return gt_err_set(err, "%s: %s", what, detail);
-}
-
-int gt_cuda_fail(gt_err *err, cudaError_t e, const char *fmt, ...)
-{
-    char detail[300];
-    snprintf(detail, sizeof detail, "error %d (%s): %s", (int)e, cudaGetErrorName(e),
-             cudaGetErrorString(e));
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(err, detail, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-int gt_cuda_fail_blas(gt_err *err, cublasStatus_t s, const char *fmt, ...)
-{
-    char detail[300];
-    snprintf(detail, sizeof detail, "cuBLAS status %d (%s): %s", (int)s, cublasGetStatusName(s),
-             cublasGetStatusString(s));
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(err, detail, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* --- errors (gt_cuda_fail, gt_cuda_fail_blas: cuda_status.c) ---------------- */
 
 /* Errors on paths that cannot return one (free): said on stderr, not lost. */
 static void warn_cuda(cudaError_t e, const char *what)

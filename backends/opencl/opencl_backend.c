@@ -171,54 +171,6 @@ static int ocl_probe(gt_device_info *devs, int max, const char *driver, gt_err *
 
 /* --- buffers ---------------------------------------------------------------- */
 
-int gt_ocl_type_index(gt_type t)
-{
-    switch (t) {
-    case GT_TYPE_F32: return OT_F32;
-    case GT_TYPE_F16: return OT_F16;
-    case GT_TYPE_BF16: return OT_BF16;
-    case GT_TYPE_Q8_0: return OT_Q8_0;
-    case GT_TYPE_Q4_0: return OT_Q4_0;
-    case GT_TYPE_Q4_1: return OT_Q4_1;
-    case GT_TYPE_Q5_0: return OT_Q5_0;
-    case GT_TYPE_Q5_1: return OT_Q5_1;
-    case GT_TYPE_IQ4_NL: return OT_IQ4_NL;
-    case GT_TYPE_Q2_K: return OT_Q2_K;
-    case GT_TYPE_Q3_K: return OT_Q3_K;
-    case GT_TYPE_Q4_K: return OT_Q4_K;
-    case GT_TYPE_Q5_K: return OT_Q5_K;
-    case GT_TYPE_Q6_K: return OT_Q6_K;
-    default: return -1;
-    }
-}
-
-static size_t chunk_len(const ocl_buf *ob, const gt_buffer *buf, int i)
-{
-    size_t start = (size_t)i * ob->stride;
-    return buf->size - start < ob->chunk ? buf->size - start : ob->chunk;
-}
-
-int gt_ocl_resolve(const gt_buffer *buf, size_t offset, size_t n, cl_mem *mem, size_t *off,
-                   gt_err *err)
-{
-    const ocl_buf *ob = buf->impl;
-    if (offset > buf->size || n > buf->size - offset)
-        return gt_err_set(err, "%zu bytes at offset %zu run past the end of a %zu-byte buffer", n,
-                          offset, buf->size);
-    int i = ob->n_chunks == 1 ? 0 : (int)(offset / ob->stride);
-    if (i >= ob->n_chunks)
-        i = ob->n_chunks - 1;
-    const size_t start = (size_t)i * ob->stride;
-    if (offset + n > start + chunk_len(ob, buf, i))
-        return gt_err_set(err, "a tensor of %zu bytes at offset %zu does not fit one chunk of a "
-                               "weight buffer split for CL_DEVICE_MAX_MEM_ALLOC_SIZE (chunks of "
-                               "%zu bytes overlapping by %zu); this device cannot hold it",
-                          n, offset, ob->chunk, ob->chunk - ob->stride);
-    *mem = ob->mem[i];
-    *off = offset - start;
-    return 0;
-}
-
 static ocl_buf *new_ocl_buf(int n_chunks)
 {
     return calloc(1, sizeof(ocl_buf) + sizeof(cl_mem) * (size_t)n_chunks);
@@ -254,7 +206,7 @@ static void ocl_buffer_free(gt_buffer *buf)
     ocl_buf *ob = buf->impl;
     if (ob) {
         for (int i = 0; i < ob->n_chunks; i++)
-            release_mem(c, ob->mem[i], ob->n_chunks == 1 ? ob->chunk : chunk_len(ob, buf, i));
+            release_mem(c, ob->mem[i], ob->n_chunks == 1 ? ob->chunk : gt_ocl_chunk_len(ob, buf, i));
         free(ob);
     }
     free(buf);
@@ -329,7 +281,7 @@ static int ocl_buffer_from_host(gt_backend *b, const void *host, size_t size, gt
     static const uint32_t empty = 0;
     for (int i = 0; i < n; i++) {
         const size_t start = (size_t)i * stride;
-        const size_t len = size ? chunk_len(ob, buf, i) : 4;
+        const size_t len = size ? gt_ocl_chunk_len(ob, buf, i) : 4;
         const void *src = size ? (const void *)((const char *)host + start) : (const void *)&empty;
         if (create_mem(c, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, len, (void *)src, &ob->mem[i],
                        err) != 0) {
@@ -350,7 +302,7 @@ static int ocl_upload(gt_buffer *buf, size_t offset, const void *src, size_t n, 
                           buf->size);
     /* Every chunk holding part of the range gets it (chunks overlap). */
     for (int i = 0; i < ob->n_chunks && n > 0; i++) {
-        const size_t start = (size_t)i * ob->stride, end = start + chunk_len(ob, buf, i);
+        const size_t start = (size_t)i * ob->stride, end = start + gt_ocl_chunk_len(ob, buf, i);
         const size_t lo = offset > start ? offset : start;
         const size_t hi = offset + n < end ? offset + n : end;
         if (lo >= hi)
@@ -375,7 +327,7 @@ static int ocl_download(gt_buffer *buf, size_t offset, void *dst, size_t n, gt_e
         int i = (int)(pos / ob->stride);
         if (i >= ob->n_chunks)
             i = ob->n_chunks - 1;
-        const size_t start = (size_t)i * ob->stride, end = start + chunk_len(ob, buf, i);
+        const size_t start = (size_t)i * ob->stride, end = start + gt_ocl_chunk_len(ob, buf, i);
         const size_t hi = offset + n < end ? offset + n : end;
         cl_int st = clEnqueueReadBuffer(c->queue, ob->mem[i], CL_TRUE, pos - start, hi - pos,
                                         (char *)dst + (pos - offset), 0, NULL, NULL);

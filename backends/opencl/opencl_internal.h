@@ -6,6 +6,7 @@
  *   opencl_cache.c    the on-disk cache of built program binaries
  *   opencl_ops.c      compute(): one enqueue per graph node, one clFinish
  *   opencl_status.c   status names and the error messages every call uses
+ *   opencl_tensor.c   a tensor's type index and (chunk, offset) on the device
  *
  * Buffers: a gt_buffer's impl is an ocl_buf. Most hold one cl_mem. A
  * weight buffer larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE is split into
@@ -118,6 +119,13 @@ typedef struct ocl_buf {
     cl_mem mem[];   /* (n_chunks) */
 } ocl_buf;
 
+/* The length of chunk i of a (possibly split) buffer. */
+static inline size_t gt_ocl_chunk_len(const ocl_buf *ob, const gt_buffer *buf, int i)
+{
+    size_t start = (size_t)i * ob->stride;
+    return buf->size - start < ob->chunk ? buf->size - start : ob->chunk;
+}
+
 static inline ocl_ctx *ocl_of(gt_backend *b) { return (ocl_ctx *)b->ctx; }
 
 /* opencl_status.c */
@@ -136,7 +144,7 @@ int gt_ocl_program_init(ocl_ctx *c, gt_err *err);
 void gt_ocl_program_free(ocl_ctx *c);
 const char *gt_ocl_kernel_name(int k);
 
-/* opencl_backend.c */
+/* opencl_tensor.c */
 int gt_ocl_type_index(gt_type t); /* OT_* or -1 */
 /* The allocation and offset inside it that hold [offset, offset+n) of buf. */
 int gt_ocl_resolve(const gt_buffer *buf, size_t offset, size_t n, cl_mem *mem, size_t *off,

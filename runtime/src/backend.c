@@ -1,5 +1,7 @@
-/* backend.c: the backend registry, op names, and the host-memory buffers that
- * the reference and cpu backends share.
+/* backend.c: the backend registry. It names no backend: the build generates
+ * the table of built-in entry functions and plugin names
+ * (backends/CMakeLists.txt writes backends_builtin.c), so adding a backend
+ * touches backends/ only.
  *
  * Plugins are looked up once, lazily, as libgt-backend-<name>.so in
  * $GT_BACKEND_PATH (colon-separated) and then beside the executable. A plugin
@@ -7,6 +9,7 @@
  * "not available: libcudart.so.12: cannot open shared object file" is what a
  * user sees rather than a link error. */
 #include "gt/backend.h"
+#include "backend_table.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -17,35 +20,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-static const char *const OP_NAMES[GT_OP_COUNT] = {
-    [GT_OP_NONE] = "NONE",         [GT_OP_GET_ROWS] = "GET_ROWS",
-    [GT_OP_RMS_NORM] = "RMS_NORM", [GT_OP_MUL_MAT] = "MUL_MAT",
-    [GT_OP_ADD] = "ADD",           [GT_OP_MUL] = "MUL",
-    [GT_OP_ROPE] = "ROPE",         [GT_OP_KV_STORE] = "KV_STORE",
-    [GT_OP_ATTENTION] = "ATTENTION", [GT_OP_SILU_MUL] = "SILU_MUL",
-    [GT_OP_GELU_MUL] = "GELU_MUL",   [GT_OP_SCALE] = "SCALE",
-};
-
-const char *gt_op_name(gt_op op)
-{
-    return op >= 0 && op < GT_OP_COUNT ? OP_NAMES[op] : "UNKNOWN";
-}
-
-int gt_op_from_name(const char *name, gt_op *out)
-{
-    for (int i = 0; i < GT_OP_COUNT; i++) {
-        if (strcasecmp(OP_NAMES[i], name) == 0) {
-            *out = (gt_op)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Plugin backends we know to look for; a plugin of another name can still be
- * added to this list without touching anything else. */
-static const char *const PLUGINS[] = {"opencl", "cuda"};
-#define N_PLUGINS (sizeof PLUGINS / sizeof PLUGINS[0])
+/* The generated table: built-ins register through an entry function of the
+ * plugins' signature; plugins are looked up by name. */
+#define N_MAX 16
 
 static void *try_dlopen(const char *dir, const char *file, char *why, size_t why_len)
 {
@@ -107,9 +84,31 @@ static void load_plugin(gt_backend_entry *e, const char *name)
      * function pointers into it. */
 }
 
-static gt_backend_entry g_entries[2 + N_PLUGINS];
-static bool g_loaded[2 + N_PLUGINS];
+static gt_backend_entry g_entries[N_MAX];
+static bool g_loaded[N_MAX];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t n_builtins(void)
+{
+    size_t n = 0;
+    while (gt_backend_builtins[n].name)
+        n++;
+    return n;
+}
+
+static size_t n_entries(void)
+{
+    size_t n = n_builtins();
+    for (size_t i = 0; gt_backend_plugins[i]; i++)
+        n++;
+    return n < N_MAX ? n : N_MAX;
+}
+
+static const char *entry_name(size_t i)
+{
+    size_t nb = n_builtins();
+    return i < nb ? gt_backend_builtins[i].name : gt_backend_plugins[i - nb];
+}
 
 /* Entry i, with its plugin loaded on first use: a cell that runs on cpu
  * should not pay for dlopen'ing cuBLAS (~100 ms) just to be listed. */
@@ -117,34 +116,31 @@ static const gt_backend_entry *entry_at(size_t i)
 {
     pthread_mutex_lock(&g_lock);
     if (!g_loaded[i]) {
-        if (i == 0)
-            g_entries[i] = (gt_backend_entry){.name = "reference", .reg = gt_backend_reference_reg()};
-        else if (i == 1)
-            g_entries[i] = (gt_backend_entry){.name = "cpu", .reg = gt_backend_cpu_reg()};
+        size_t nb = n_builtins();
+        if (i < nb)
+            g_entries[i] = (gt_backend_entry){.name = gt_backend_builtins[i].name,
+                                              .reg = gt_backend_builtins[i].entry()};
         else
-            load_plugin(&g_entries[i], PLUGINS[i - 2]);
+            load_plugin(&g_entries[i], gt_backend_plugins[i - nb]);
         g_loaded[i] = true;
     }
     pthread_mutex_unlock(&g_lock);
     return &g_entries[i];
 }
 
-static const char *entry_name(size_t i)
-{
-    return i == 0 ? "reference" : i == 1 ? "cpu" : PLUGINS[i - 2];
-}
-
 int gt_backend_registry(const gt_backend_entry **out)
 {
-    for (size_t i = 0; i < 2 + N_PLUGINS; i++)
+    size_t n = n_entries();
+    for (size_t i = 0; i < n; i++)
         entry_at(i);
     *out = g_entries;
-    return (int)(2 + N_PLUGINS);
+    return (int)n;
 }
 
 const gt_backend_entry *gt_backend_find(const char *name)
 {
-    for (size_t i = 0; i < 2 + N_PLUGINS; i++)
+    size_t n = n_entries();
+    for (size_t i = 0; i < n; i++)
         if (strcmp(entry_name(i), name) == 0)
             return entry_at(i);
     return NULL;
@@ -191,61 +187,3 @@ bool gt_backend_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
     return b->iface->supports(b, op, type, why, why_len);
 }
 
-/* Host buffers: 64-byte aligned so SIMD kernels may use aligned loads on
- * activations. A wrapped buffer (weights) points at the caller's bytes. */
-int gt_host_buffer_alloc(gt_backend *b, size_t size, gt_buffer **out, gt_err *err)
-{
-    gt_buffer *buf = calloc(1, sizeof *buf);
-    void *mem = NULL;
-    if (!buf || posix_memalign(&mem, 64, size ? size : 64) != 0) {
-        free(buf);
-        return gt_err_set(err, "out of memory allocating a %zu-byte host buffer", size);
-    }
-    memset(mem, 0, size);
-    buf->backend = b;
-    buf->size = size;
-    buf->host = mem;
-    buf->impl = mem; /* owned: freed with the buffer */
-    *out = buf;
-    return 0;
-}
-
-int gt_host_buffer_from_host(gt_backend *b, const void *host, size_t size, gt_buffer **out,
-                             gt_err *err)
-{
-    gt_buffer *buf = calloc(1, sizeof *buf);
-    if (!buf)
-        return gt_err_set(err, "out of memory");
-    buf->backend = b;
-    buf->size = size;
-    buf->host = (void *)host; /* read-only by contract: weights are never written */
-    buf->impl = NULL;         /* not owned */
-    *out = buf;
-    return 0;
-}
-
-void gt_host_buffer_free(gt_buffer *buf)
-{
-    if (!buf)
-        return;
-    free(buf->impl);
-    free(buf);
-}
-
-int gt_host_upload(gt_buffer *buf, size_t offset, const void *src, size_t n, gt_err *err)
-{
-    if (offset > buf->size || n > buf->size - offset)
-        return gt_err_set(err, "upload of %zu bytes at %zu overruns a %zu-byte buffer", n, offset,
-                          buf->size);
-    memcpy((char *)buf->host + offset, src, n);
-    return 0;
-}
-
-int gt_host_download(gt_buffer *buf, size_t offset, void *dst, size_t n, gt_err *err)
-{
-    if (offset > buf->size || n > buf->size - offset)
-        return gt_err_set(err, "download of %zu bytes at %zu overruns a %zu-byte buffer", n,
-                          offset, buf->size);
-    memcpy(dst, (const char *)buf->host + offset, n);
-    return 0;
-}

@@ -186,11 +186,7 @@ void gt_backend_close(gt_backend *b);
 int gt_backend_compute(gt_backend *b, const gt_graph *g, gt_err *err);
 bool gt_backend_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len);
 
-/* Built-in registrations. */
-const gt_backend_reg *gt_backend_reference_reg(void);
-const gt_backend_reg *gt_backend_cpu_reg(void);
-
-/* Host buffer helpers shared by host-memory backends (reference, cpu). */
+/* Host buffer helpers shared by backends that compute in host memory. */
 int gt_host_buffer_alloc(gt_backend *b, size_t size, gt_buffer **out, gt_err *err);
 int gt_host_buffer_from_host(gt_backend *b, const void *host, size_t size, gt_buffer **out,
                              gt_err *err);

@@ -1,0 +1,46 @@
+/* cli_common.h: what the verbs, and the libraries that serve them, share:
+ * number parsing with clear errors, and opening a model + backend + session
+ * from the common options (-m -b -t --driver -c). */
+#ifndef GT_CLI_COMMON_H
+#define GT_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gt/backend.h"
+#include "gt/model.h"
+#include "gt/session.h"
+
+/* Process exit codes, of the verbs and of the worker: 0 ok, 1 a check
+ * failed, 2 usage or configuration error. */
+#define GT_EXIT_OK 0
+#define GT_EXIT_FAIL 1
+#define GT_EXIT_USAGE 2
+
+typedef struct gt_cli_run {
+    gt_model *model;
+    gt_backend *backend;
+    gt_session *session;
+    double load_seconds; /* model open + session creation */
+} gt_cli_run;
+
+/* Opens everything; on failure prints "gauntlet VERB: message" to stderr and
+ * returns -1 (callers exit 2). driver and n_ctx may be NULL/0. */
+int gt_cli_open(const char *verb, const char *model_path, const char *backend, int n_threads,
+                const char *driver, int n_ctx, gt_cli_run *run);
+void gt_cli_close(gt_cli_run *run);
+
+/* Parse helpers: print "gauntlet VERB: --opt expects ..." and return -1. */
+int gt_cli_int(const char *verb, const char *opt, const char *s, long min, long max, long *out);
+int gt_cli_double(const char *verb, const char *opt, const char *s, double *out);
+int gt_cli_u64(const char *verb, const char *opt, const char *s, uint64_t *out);
+
+/* Monotonic seconds. */
+double gt_now(void);
+
+/* Tokenizes with the model's BOS rule (or none when no_bos); returns a
+ * malloc'ed array and its length in *n, or NULL after printing an error. */
+int32_t *gt_cli_tokenize(const char *verb, const gt_model *m, const char *text, bool no_bos,
+                         int *n);
+
+#endif

@@ -1,0 +1,31 @@
+/* bench.h: the face of harness/bench: the machine measurements behind
+ * `gauntlet bench` (read bandwidth, BLAS sgemm rate on a model's shapes) and
+ * the helper that runs a measurement in a child process, so its memory,
+ * threads and crashes stay out of the caller.
+ *
+ * May use: base, the cpu backend's face (backends/cpu/cpu_blas.h: the same
+ * BLAS the backend would load), the runtime's public headers. */
+#ifndef GT_BENCH_H
+#define GT_BENCH_H
+
+#include <stddef.h>
+
+#include "gt/model.h"
+
+/* Runs fn(arg, out) in a forked child and copies its *out (size bytes) back
+ * over a pipe. Returns 0, or -1 with why (fork failed, child crashed). */
+int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
+                   char *why, size_t why_len);
+
+/* GB/s of a streaming sum over a buffer of `bytes` on nt threads (best of
+ * three passes after a warm-up); 0 with why when the buffer cannot be had. */
+double bench_read_bandwidth(size_t bytes, int nt, char *why, size_t why_len);
+
+/* GFLOP/s of the driver profile's BLAS (driver as for the cpu backend,
+ * NULL = libopenblas.so.0) on one layer's matrix shapes of hp at M = m rows,
+ * on nt BLAS threads (best of three after a warm-up). Fills name with the
+ * library's description; 0 when no BLAS can be loaded. */
+double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
+                        size_t name_len);
+
+#endif

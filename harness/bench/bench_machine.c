@@ -1,0 +1,180 @@
+/* bench_machine.c: what `gauntlet bench` measures about the machine itself,
+ * so a backend's speed can be put against it in the same run (see
+ * bench_machine.h), and the child-process helper the bench runs everything
+ * in. */
+#include "bench.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "cpu_blas.h"
+
+/* Runs fn(arg, out) in a child and copies *out back (size bytes). */
+int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
+                    char *why, size_t why_len)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        snprintf(why, why_len, "pipe failed");
+        return -1;
+    }
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        snprintf(why, why_len, "fork failed");
+        return -1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        fn(arg, out);
+        const char *p = out;
+        size_t left = size;
+        while (left) {
+            const ssize_t w = write(fd[1], p, left);
+            if (w <= 0)
+                break;
+            p += w, left -= (size_t)w;
+        }
+        close(fd[1]);
+        _exit(0);
+    }
+    close(fd[1]);
+    char *p = out;
+    size_t got = 0;
+    while (got < size) {
+        const ssize_t r = read(fd[0], p + got, size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got != size) {
+        if (WIFSIGNALED(status))
+            snprintf(why, why_len, "child died with signal %d", WTERMSIG(status));
+        else
+            snprintf(why, why_len, "child exited (status %d) without a result", WEXITSTATUS(status));
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct bw_arg {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bw_arg;
+
+static void *bw_thread(void *v)
+{
+    bw_arg *a = v;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= a->n; i += 4) {
+        s0 += a->p[i];
+        s1 += a->p[i + 1];
+        s2 += a->p[i + 2];
+        s3 += a->p[i + 3];
+    }
+    for (; i < a->n; i++)
+        s0 += a->p[i];
+    a->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+double bench_read_bandwidth(size_t bytes, int nt, char *why, size_t why_len)
+{
+    uint64_t *buf = malloc(bytes);
+    if (!buf) {
+        snprintf(why, why_len, "cannot allocate %zu bytes for the bandwidth test", bytes);
+        return 0.0;
+    }
+    const size_t n = bytes / sizeof(uint64_t);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i;
+    pthread_t th[256];
+    bw_arg args[256];
+    double best = 0.0;
+    for (int rep = 0; rep < 4; rep++) { /* the first pass also warms the TLB */
+        const double t0 = gt_now();
+        int started = 0;
+        for (int t = 0; t < nt; t++) {
+            args[t] = (bw_arg){buf + n / nt * t, t == nt - 1 ? n - n / nt * t : n / nt, 0};
+            if (pthread_create(&th[t], NULL, bw_thread, &args[t]) != 0)
+                break;
+            started++;
+        }
+        for (int t = 0; t < started; t++)
+            pthread_join(th[t], NULL);
+        const double dt = gt_now() - t0;
+        if (started == nt && rep > 0 && bytes / dt / 1e9 > best)
+            best = bytes / dt / 1e9;
+    }
+    free(buf);
+    return best;
+}
+
+static double sgemm_rate(const gt_cpu_blas *blas, const gt_hparams *hp, int pp, int nt)
+{
+    gt_cpu_sgemm_fn sgemm = blas->sgemm;
+    if (blas->set_num_threads)
+        blas->set_num_threads(nt);
+    const int E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, Q = hp->n_head * hp->head_dim;
+    const int FF = hp->n_ff, M = pp > 0 ? pp : 512;
+    /* one layer: (N, K, count) */
+    const int shapes[][3] = {{Q, E, 1}, {KV, E, 2}, {E, Q, 1}, {FF, E, 2}, {E, FF, 1}};
+    int maxk = E > FF ? E : FF, maxn = E > FF ? E : FF;
+    maxk = maxk > Q ? maxk : Q, maxn = maxn > Q ? maxn : Q;
+    float *a = malloc(sizeof(float) * (size_t)M * maxk);
+    float *b = malloc(sizeof(float) * (size_t)maxn * maxk);
+    float *c = malloc(sizeof(float) * (size_t)M * maxn);
+    double best = 0.0;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)M * maxk; i++)
+            a[i] = (float)(i % 97) * 0.01f;
+        for (size_t i = 0; i < (size_t)maxn * maxk; i++)
+            b[i] = (float)(i % 89) * 0.01f;
+        for (int rep = 0; rep < 4; rep++) { /* the first is the warm-up */
+            double flops = 0.0;
+            const double t0 = gt_now();
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int k = 0; k < shapes[s][2]; k++) {
+                    sgemm(101, 111, 112, M, shapes[s][0], shapes[s][1], 1.0f, a, shapes[s][1], b,
+                          shapes[s][1], 0.0f, c, shapes[s][0]);
+                    flops += 2.0 * M * shapes[s][0] * shapes[s][1];
+                }
+            const double dt = gt_now() - t0;
+            if (rep > 0 && flops / dt / 1e9 > best)
+                best = flops / dt / 1e9;
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
+                        size_t name_len)
+{
+    /* The cpu backend's own loader: the same library, and the same
+     * OPENBLAS_CORETYPE rule (an OpenBLAS that does not know the CPU model
+     * falls back to slow SSE3 kernels), so the rate is the one it gets. */
+    gt_cpu_blas blas;
+    gt_cpu_blas_load(driver, &blas);
+    if (!blas.sgemm) {
+        snprintf(name, name_len, "%s", blas.why[0] ? blas.why : blas.path);
+        return 0.0;
+    }
+    snprintf(name, name_len, "%s %s%s%s", blas.driver, blas.version, blas.core[0] ? ", core " : "",
+             blas.core);
+    return sgemm_rate(&blas, hp, m, nt);
+}

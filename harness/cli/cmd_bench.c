@@ -1,0 +1,631 @@
+/* cmd_bench.c: `gauntlet bench`: prefill (ppN) and decode (tgN) speed of a
+ * backend on a model, set against what this machine can do, measured in the
+ * same run:
+ *   - read bandwidth: a streaming sum over a >= 1 GiB buffer on all threads;
+ *     decode is judged as effective bandwidth (weight bytes per token x
+ *     tokens/s) in % of it;
+ *   - sgemm GFLOP/s of the driver's BLAS on the model's own matrix shapes
+ *     at M = pp (q, k, v, o, gate, up, down of one layer); prefill is judged
+ *     as GFLOP/s in % of it. Prefill FLOPs are what the graph computes:
+ *     2 x (matrix params - output head) per token, the output head once
+ *     (only the last row's logits are asked for), and causal attention
+ *     (4 x n_head x head_dim x keys seen, per layer and token).
+ * Each backend runs in its own child process (and so does the machine
+ * measurement), so model load time and peak RSS (VmHWM) are that backend's
+ * alone and a crash is reported, not inherited. Repetitions come after one
+ * warm-up of each test; the median and the sample standard deviation are
+ * reported. --compare B2 benches a second backend in the same run and
+ * prints the speed ratios. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "base.h"
+#include "commands.h"
+#include "gt/sampler.h"
+
+#define MAX_REPS 100
+
+typedef struct model_facts {
+    char file[256];
+    char type[16];
+    uint64_t file_bytes, bytes_per_token, matrix_params;
+    gt_hparams hp;
+} model_facts;
+
+typedef struct machine_res {
+    int ok;
+    char why[256];
+    double read_gbs;
+    int bw_threads;
+    size_t bw_mib;
+    double sgemm_gflops; /* 0 when no BLAS */
+    char blas[160];
+} machine_res;
+
+typedef struct bench_res {
+    int ok;
+    char err[600];
+    char backend[32], device[128], driver[128], driver_version[64], extra[256];
+    int threads;
+    double load_s;
+    int n_pp, n_tg;
+    double pp[MAX_REPS], tg[MAX_REPS];
+    uint64_t peak_rss, kv_bytes;
+} bench_res;
+
+typedef struct bench_opts {
+    const char *model, *backend, *driver, *compare;
+    long pp, tg, reps, threads, cpp, ctg, creps;
+    long bw_mib;
+    bool machine;
+    enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL } out;
+} bench_opts;
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: gauntlet bench -m MODEL [-b BACKEND] [-p 512] [-n 128] [-r 5] [-t N]\n"
+            "                      [-o md|csv|json|jsonl] [--driver D] [--compare B2]\n"
+            "  -m, --model FILE       GGUF model\n"
+            "  -b, --backend NAME     backend to measure (default cpu)\n"
+            "  -p, --prompt N         prefill test: N tokens in one eval (default 512, 0 = skip)\n"
+            "  -n, --gen N            decode test: N single-token evals (default 128, 0 = skip)\n"
+            "  -r, --reps N           repetitions after the warm-up (default 5)\n"
+            "  -t, --threads N        backend and machine-measurement threads (default: all cores)\n"
+            "  -o, --output FMT       md (default), csv, json, jsonl\n"
+            "      --driver D         driver profile setting, e.g. blas=/path/libblas.so.3\n"
+            "      --compare B2       also bench backend B2 and print the ratios\n"
+            "      --compare-p N      prefill tokens for B2 (default: -p)\n"
+            "      --compare-n N      decode tokens for B2 (default: -n)\n"
+            "      --compare-r N      repetitions for B2 (default: -r)\n"
+            "      --bw-mib N         bandwidth buffer in MiB (default 1024)\n"
+            "      --no-machine       skip the bandwidth and sgemm measurements\n");
+}
+
+/* ---- statistics ------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    double s[MAX_REPS];
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static double stddev(const double *v, int n)
+{
+    if (n < 2)
+        return 0.0;
+    double m = 0.0, ss = 0.0;
+    for (int i = 0; i < n; i++)
+        m += v[i];
+    m /= n;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - m) * (v[i] - m);
+    return sqrt(ss / (n - 1));
+}
+
+/* ---- child processes ---------------------------------------------------------- */
+
+/* ---- the machine ------------------------------------------------------------- */
+
+typedef struct machine_arg {
+    const bench_opts *o;
+    const model_facts *mf;
+    int nt;
+} machine_arg;
+
+static void machine_child(const void *varg, void *vout)
+{
+    const machine_arg *ma = varg;
+    machine_res *r = vout;
+    memset(r, 0, sizeof *r);
+    r->bw_threads = ma->nt;
+    r->bw_mib = (size_t)ma->o->bw_mib;
+    r->read_gbs = bench_read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
+    r->sgemm_gflops = bench_sgemm_rate(ma->o->driver, &ma->mf->hp, (int)ma->o->pp, ma->nt, r->blas,
+                                       sizeof r->blas);
+    r->ok = r->read_gbs > 0;
+}
+
+/* ---- one backend --------------------------------------------------------------- */
+
+typedef struct backend_arg {
+    const char *backend, *driver, *model;
+    long pp, tg, reps, threads;
+} backend_arg;
+
+static uint64_t peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (!kb) {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            kb = (uint64_t)ru.ru_maxrss;
+    }
+    return kb * 1024;
+}
+
+static int time_pp(gt_session *s, const int32_t *toks, int n, double *tps, gt_err *err)
+{
+    if (gt_session_truncate(s, 0, err) != 0)
+        return -1;
+    const double t0 = gt_now();
+    if (gt_session_eval(s, toks, n, false, NULL, err) != 0)
+        return -1;
+    *tps = n / (gt_now() - t0);
+    return 0;
+}
+
+static int time_tg(gt_session *s, int n, int n_vocab, float *logits, double *tps, gt_err *err)
+{
+    if (gt_session_truncate(s, 0, err) != 0)
+        return -1;
+    int32_t tok = 1 % n_vocab;
+    const double t0 = gt_now();
+    for (int i = 0; i < n; i++) {
+        if (gt_session_eval(s, &tok, 1, false, logits, err) != 0)
+            return -1;
+        tok = gt_argmax(logits, n_vocab);
+    }
+    *tps = n / (gt_now() - t0);
+    return 0;
+}
+
+static void backend_child(const void *varg, void *vout)
+{
+    const backend_arg *a = varg;
+    bench_res *r = vout;
+    memset(r, 0, sizeof *r);
+    snprintf(r->backend, sizeof r->backend, "%s", a->backend);
+    gt_err err = {{0}};
+    gt_model *m = NULL;
+    gt_backend *b = NULL;
+    gt_session *s = NULL;
+    float *logits = NULL;
+    int32_t *toks = NULL;
+    const double t0 = gt_now();
+    if (gt_model_load(a->model, &m, &err) != 0)
+        goto fail;
+    const gt_backend_config cfg = {0, (int)a->threads, a->driver};
+    if (gt_backend_open(a->backend, &cfg, &b, &err) != 0)
+        goto fail;
+    const gt_hparams *hp = gt_model_hparams(m);
+    const long ctx = a->pp > a->tg ? a->pp : a->tg;
+    const gt_session_params sp = {.n_ctx = (int)(ctx > 16 ? ctx : 16)};
+    if (gt_session_new(m, b, &sp, &s, &err) != 0)
+        goto fail;
+    r->load_s = gt_now() - t0;
+    snprintf(r->device, sizeof r->device, "%s", b->info.name);
+    snprintf(r->driver, sizeof r->driver, "%s", b->info.driver);
+    snprintf(r->driver_version, sizeof r->driver_version, "%s", b->info.driver_version);
+    snprintf(r->extra, sizeof r->extra, "%s", b->info.extra);
+    r->threads = (int)a->threads;
+    r->kv_bytes = gt_session_kv_bytes(s);
+    logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
+    toks = malloc(sizeof(int32_t) * (size_t)(a->pp > 0 ? a->pp : 1));
+    if (!logits || !toks) {
+        gt_err_set(&err, "out of memory");
+        goto fail;
+    }
+    uint64_t seed = 12345;
+    for (long i = 0; i < a->pp; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        toks[i] = (int32_t)((seed >> 33) % (uint64_t)hp->n_vocab);
+    }
+    double warm;
+    if (a->pp > 0) {
+        if (time_pp(s, toks, (int)a->pp, &warm, &err) != 0)
+            goto fail;
+        for (long i = 0; i < a->reps; i++)
+            if (time_pp(s, toks, (int)a->pp, &r->pp[r->n_pp++], &err) != 0)
+                goto fail;
+    }
+    if (a->tg > 0) {
+        if (time_tg(s, a->tg < 16 ? (int)a->tg : 16, hp->n_vocab, logits, &warm, &err) != 0)
+            goto fail;
+        for (long i = 0; i < a->reps; i++)
+            if (time_tg(s, (int)a->tg, hp->n_vocab, logits, &r->tg[r->n_tg++], &err) != 0)
+                goto fail;
+    }
+    r->peak_rss = peak_rss();
+    r->ok = 1;
+    goto done;
+fail:
+    snprintf(r->err, sizeof r->err, "%s", err.msg);
+done:
+    free(logits);
+    free(toks);
+    gt_session_free(s);
+    gt_backend_close(b);
+    gt_model_free(m);
+}
+
+/* ---- reporting ------------------------------------------------------------------ */
+
+static double prefill_flops(const model_facts *mf, long pp)
+{
+    const gt_hparams *hp = &mf->hp;
+    const double head = (double)hp->n_vocab * hp->n_embd;
+    const double per_tok = 2.0 * ((double)mf->matrix_params - head);
+    /* sum over rows i of (i+1) keys: pp(pp+1)/2 */
+    const double attn = 4.0 * hp->n_layer * (double)hp->n_head * hp->head_dim * pp * (pp + 1) / 2.0;
+    return per_tok * pp + 2.0 * head + attn;
+}
+
+typedef struct row {
+    const bench_res *r;
+    char test[16];
+    double tps, sd, metric, pct, ratio;
+    const char *metric_unit, *pct_of;
+} row;
+
+static int make_rows(const bench_res *r, const model_facts *mf, const machine_res *mach, long pp,
+                     long tg, row *out)
+{
+    int n = 0;
+    if (r->n_pp) {
+        row *w = &out[n++];
+        memset(w, 0, sizeof *w);
+        w->r = r;
+        snprintf(w->test, sizeof w->test, "pp%ld", pp);
+        w->tps = median(r->pp, r->n_pp);
+        w->sd = stddev(r->pp, r->n_pp);
+        w->metric = prefill_flops(mf, pp) / (pp / w->tps) / 1e9;
+        w->metric_unit = "GFLOP/s";
+        w->pct = mach && mach->sgemm_gflops > 0 ? 100.0 * w->metric / mach->sgemm_gflops : NAN;
+        w->pct_of = "sgemm";
+    }
+    if (r->n_tg) {
+        row *w = &out[n++];
+        memset(w, 0, sizeof *w);
+        w->r = r;
+        snprintf(w->test, sizeof w->test, "tg%ld", tg);
+        w->tps = median(r->tg, r->n_tg);
+        w->sd = stddev(r->tg, r->n_tg);
+        w->metric = (double)mf->bytes_per_token * w->tps / 1e9;
+        w->metric_unit = "GB/s";
+        w->pct = mach && mach->read_gbs > 0 ? 100.0 * w->metric / mach->read_gbs : NAN;
+        w->pct_of = "read bandwidth";
+    }
+    for (int i = 0; i < n; i++)
+        out[i].ratio = NAN;
+    return n;
+}
+
+static cJSON *row_json(const row *w, const model_facts *mf)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "kind", "result");
+    cJSON_AddStringToObject(o, "model", mf->file);
+    cJSON_AddStringToObject(o, "type", mf->type);
+    cJSON_AddStringToObject(o, "backend", w->r->backend);
+    cJSON_AddStringToObject(o, "device", w->r->device);
+    cJSON_AddStringToObject(o, "driver", w->r->driver);
+    cJSON_AddStringToObject(o, "driver_version", w->r->driver_version);
+    cJSON_AddStringToObject(o, "extra", w->r->extra);
+    cJSON_AddStringToObject(o, "test", w->test);
+    cJSON_AddNumberToObject(o, "tokens_per_s", w->tps);
+    cJSON_AddNumberToObject(o, "stddev", w->sd);
+    cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "gflops" : "effective_gbs", w->metric);
+    if (!isnan(w->pct))
+        cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "pct_of_sgemm" : "pct_of_read_bw", w->pct);
+    if (!isnan(w->ratio))
+        cJSON_AddNumberToObject(o, "ratio_vs_compare", w->ratio);
+    cJSON_AddNumberToObject(o, "load_s", w->r->load_s);
+    cJSON_AddNumberToObject(o, "peak_rss", (double)w->r->peak_rss);
+    cJSON_AddNumberToObject(o, "rss_budget", (double)(mf->file_bytes + w->r->kv_bytes + (64u << 20)));
+    return o;
+}
+
+static cJSON *machine_json(const machine_res *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "kind", "machine");
+    cJSON_AddNumberToObject(o, "read_gbs", m->read_gbs);
+    cJSON_AddNumberToObject(o, "bw_threads", m->bw_threads);
+    cJSON_AddNumberToObject(o, "bw_mib", (double)m->bw_mib);
+    cJSON_AddNumberToObject(o, "sgemm_gflops", m->sgemm_gflops);
+    cJSON_AddStringToObject(o, "blas", m->blas);
+    return o;
+}
+
+static void print_jsonl(cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    cJSON_Delete(o);
+}
+
+/* The KV cache this run held, and at the model's trained context, where a
+ * bounded sliding-window cache is what makes long contexts affordable. */
+static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
+{
+    const gt_hparams *hp = &mf->hp;
+    const int ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    const double mib = 1048576.0;
+    const double at_ctx = gt_kv_cache_bytes(hp, ctx, 0, false) / mib;
+    printf("kv cache (f32): %.1f MiB in this run; %.1f MiB at the trained context of %d", run_bytes / mib,
+           at_ctx, ctx);
+    if (hp->swa_window > 0) {
+        int n_local = 0;
+        for (int l = 0; l < hp->n_layer; l++)
+            n_local += gt_hparams_layer_local(hp, l);
+        const int batch = ctx < 512 ? ctx : 512; /* the session default */
+        printf(", where %d sliding-window layers hold %d positions each (window %d + batch %d - 1)"
+               " and %d global layers all %d (%.1f MiB if every layer held all)",
+               n_local, gt_kv_window_rows(hp, ctx, 0, false), hp->swa_window, batch,
+               hp->n_layer - n_local, ctx,
+               gt_kv_cache_bytes(hp, ctx, 0, true) / mib);
+    }
+    printf("\n");
+}
+
+static void report(const bench_opts *o, const model_facts *mf, const machine_res *mach,
+                   bench_res *const res[2], const long pps[2], const long tgs[2])
+{
+    row rows[4];
+    int nr = 0;
+    int first[2] = {0, 0}, count[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        if (!res[i] || !res[i]->ok)
+            continue;
+        first[i] = nr;
+        count[i] = make_rows(res[i], mf, mach, pps[i], tgs[i], rows + nr);
+        nr += count[i];
+    }
+    /* ratios: same test name on both backends */
+    if (res[1] && res[1]->ok && res[0]->ok)
+        for (int a = first[0]; a < first[0] + count[0]; a++)
+            for (int b = first[1]; b < first[1] + count[1]; b++)
+                if (rows[a].test[0] == rows[b].test[0] && rows[b].tps > 0)
+                    rows[a].ratio = rows[a].tps / rows[b].tps;
+
+    if (o->out == OUT_JSON || o->out == OUT_JSONL) {
+        cJSON *arr = cJSON_CreateArray();
+        if (mach)
+            cJSON_AddItemToArray(arr, machine_json(mach));
+        for (int i = 0; i < nr; i++)
+            cJSON_AddItemToArray(arr, row_json(&rows[i], mf));
+        for (int i = 0; i < 2; i++)
+            if (res[i] && !res[i]->ok) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "kind", "error");
+                cJSON_AddStringToObject(e, "backend", res[i]->backend);
+                cJSON_AddStringToObject(e, "error", res[i]->err);
+                cJSON_AddItemToArray(arr, e);
+            }
+        if (o->out == OUT_JSON) {
+            char *s = cJSON_Print(arr);
+            if (s)
+                printf("%s\n", s);
+            free(s);
+            cJSON_Delete(arr);
+        } else {
+            cJSON *it;
+            while ((it = cJSON_DetachItemFromArray(arr, 0)))
+                print_jsonl(it);
+            cJSON_Delete(arr);
+        }
+        return;
+    }
+    if (o->out == OUT_CSV) {
+        printf("model,type,backend,threads,driver,driver_version,test,tokens_per_s,stddev,metric,unit,"
+               "pct_of_machine,machine_ref,ratio_vs_compare,load_s,peak_rss_mib,rss_budget_mib,"
+               "read_gbs,sgemm_gflops\n");
+        for (int i = 0; i < nr; i++) {
+            const row *w = &rows[i];
+            printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f\n",
+                   mf->file, mf->type, w->r->backend, w->r->threads, w->r->driver,
+                   w->r->driver_version, w->test, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
+                   w->pct_of, w->ratio, w->r->load_s, w->r->peak_rss / 1048576.0,
+                   (mf->file_bytes + w->r->kv_bytes + (64u << 20)) / 1048576.0,
+                   mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN);
+        }
+        return;
+    }
+    printf("model: %s (%s, %.1f MiB file, %.1fM matrix params, %.1f MiB weights read per token)\n",
+           mf->file, mf->type, mf->file_bytes / 1048576.0, mf->matrix_params / 1e6,
+           mf->bytes_per_token / 1048576.0);
+    print_kv_memory(mf, nr > 0 ? rows[0].r->kv_bytes : 0);
+    if (mach)
+        printf("machine: read bandwidth %.2f GB/s (%zu MiB streaming sum, %d threads); "
+               "sgemm %.1f GFLOP/s (%s, this model's layer shapes at M=%ld, %d threads)\n",
+               mach->read_gbs, mach->bw_mib, mach->bw_threads, mach->sgemm_gflops,
+               mach->sgemm_gflops > 0 ? mach->blas : "no BLAS", o->pp > 0 ? o->pp : 512,
+               mach->bw_threads);
+    printf("\n| backend | threads | driver | test | t/s | stddev | throughput | %% of machine | "
+           "ratio | load s | peak RSS MiB (budget) |\n");
+    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < nr; i++) {
+        const row *w = &rows[i];
+        char pct[48] = "-", ratio[24] = "-";
+        if (!isnan(w->pct))
+            snprintf(pct, sizeof pct, "%.1f%% of %s", w->pct, w->pct_of);
+        if (!isnan(w->ratio))
+            snprintf(ratio, sizeof ratio, "%.1fx", w->ratio);
+        const uint64_t budget = mf->file_bytes + w->r->kv_bytes + (64u << 20);
+        printf("| %s | %d | %s %s | %s | %.2f | %.2f | %.1f %s | %s | %s | %.3f | %.1f (%.1f%s) |\n",
+               w->r->backend, w->r->threads, w->r->driver, w->r->driver_version, w->test, w->tps,
+               w->sd, w->metric, w->metric_unit, pct, ratio, w->r->load_s,
+               w->r->peak_rss / 1048576.0, budget / 1048576.0,
+               w->r->peak_rss <= budget ? "" : ", OVER");
+    }
+    for (int i = 0; i < 2; i++)
+        if (res[i] && !res[i]->ok)
+            printf("\n%s: failed: %s\n", res[i]->backend, res[i]->err);
+    if (res[1] && res[1]->ok && res[0]->ok)
+        printf("\nratio column: %s / %s in this run\n", res[0]->backend, res[1]->backend);
+    if (res[0]->ok)
+        printf("%s: %s\n", res[0]->backend, res[0]->extra);
+}
+
+/* ---- the verb ------------------------------------------------------------------------ */
+
+static int model_facts_load(const char *path, model_facts *mf)
+{
+    gt_err err = {{0}};
+    gt_model *m = NULL;
+    if (gt_model_load(path, &m, &err) != 0) {
+        fprintf(stderr, "gauntlet bench: %s\n", err.msg);
+        return -1;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf(mf->file, sizeof mf->file, "%s", base ? base + 1 : path);
+    snprintf(mf->type, sizeof mf->type, "%s", gt_type_name(gt_model_main_type(m)));
+    mf->bytes_per_token = gt_model_weight_bytes_per_token(m);
+    mf->matrix_params = gt_model_matrix_params(m);
+    mf->hp = *gt_model_hparams(m);
+    gt_model_free(m);
+    struct stat st;
+    mf->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_opts o = {.backend = "cpu", .pp = 512, .tg = 128, .reps = 5, .cpp = -1, .ctg = -1,
+                    .creps = -1, .bw_mib = 1024, .machine = true, .out = OUT_MD};
+    enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"backend", required_argument, 0, 'b'},
+        {"prompt", required_argument, 0, 'p'},   {"gen", required_argument, 0, 'n'},
+        {"reps", required_argument, 0, 'r'},     {"threads", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},   {"driver", required_argument, 0, O_DRIVER},
+        {"compare", required_argument, 0, O_CMP}, {"compare-p", required_argument, 0, O_CPP},
+        {"compare-n", required_argument, 0, O_CTG}, {"compare-r", required_argument, 0, O_CREPS},
+        {"bw-mib", required_argument, 0, O_BW},  {"no-machine", no_argument, 0, O_NOMACH},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    const char *V = "bench";
+    while ((c = getopt_long(argc, argv, "m:b:p:n:r:t:o:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'b': o.backend = optarg; break;
+        case 'p': bad = gt_cli_int(V, "-p", optarg, 0, 1 << 16, &o.pp); break;
+        case 'n': bad = gt_cli_int(V, "-n", optarg, 0, 1 << 16, &o.tg); break;
+        case 'r': bad = gt_cli_int(V, "-r", optarg, 1, MAX_REPS, &o.reps); break;
+        case 't': bad = gt_cli_int(V, "-t", optarg, 0, 256, &o.threads); break;
+        case 'o':
+            if (strcmp(optarg, "md") == 0) o.out = OUT_MD;
+            else if (strcmp(optarg, "csv") == 0) o.out = OUT_CSV;
+            else if (strcmp(optarg, "json") == 0) o.out = OUT_JSON;
+            else if (strcmp(optarg, "jsonl") == 0) o.out = OUT_JSONL;
+            else {
+                fprintf(stderr, "gauntlet bench: -o %s: expected md, csv, json or jsonl\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_DRIVER: o.driver = optarg; break;
+        case O_CMP: o.compare = optarg; break;
+        case O_CPP: bad = gt_cli_int(V, "--compare-p", optarg, 0, 1 << 16, &o.cpp); break;
+        case O_CTG: bad = gt_cli_int(V, "--compare-n", optarg, 0, 1 << 16, &o.ctg); break;
+        case O_CREPS: bad = gt_cli_int(V, "--compare-r", optarg, 1, MAX_REPS, &o.creps); break;
+        case O_BW: bad = gt_cli_int(V, "--bw-mib", optarg, 16, 1 << 20, &o.bw_mib); break;
+        case O_NOMACH: o.machine = false; break;
+        case 'h': help(stdout); return GT_EXIT_OK;
+        default: help(stderr); return GT_EXIT_USAGE;
+        }
+        if (bad)
+            return GT_EXIT_USAGE;
+    }
+    if (optind < argc || !o.model) {
+        if (optind < argc)
+            fprintf(stderr, "gauntlet bench: unexpected argument '%s'\n", argv[optind]);
+        else
+            fprintf(stderr, "gauntlet bench: -m MODEL is required\n");
+        help(stderr);
+        return GT_EXIT_USAGE;
+    }
+    if (o.pp == 0 && o.tg == 0) {
+        fprintf(stderr, "gauntlet bench: nothing to do with -p 0 -n 0\n");
+        return GT_EXIT_USAGE;
+    }
+    const gt_backend_entry *be = gt_backend_find(o.backend);
+    const gt_backend_entry *ce = o.compare ? gt_backend_find(o.compare) : NULL;
+    if (!be || !be->reg || (o.compare && (!ce || !ce->reg))) {
+        const char *name = !be || !be->reg ? o.backend : o.compare;
+        const gt_backend_entry *e = !be || !be->reg ? be : ce;
+        fprintf(stderr, "gauntlet bench: backend %s %s%s\n", name,
+                e ? "not available: " : "unknown", e ? e->why : "");
+        return GT_EXIT_USAGE;
+    }
+
+    model_facts mf;
+    if (model_facts_load(o.model, &mf) != 0)
+        return GT_EXIT_USAGE;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int nt = o.threads > 0 ? (int)o.threads : cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1;
+
+    machine_res mach;
+    char why[256] = "";
+    bool have_machine = false;
+    if (o.machine) {
+        const machine_arg ma = {&o, &mf, nt};
+        if (bench_in_child(machine_child, &ma, &mach, sizeof mach, why, sizeof why) != 0 || !mach.ok)
+            fprintf(stderr, "gauntlet bench: machine measurement failed: %s\n",
+                    why[0] ? why : mach.why);
+        else
+            have_machine = true;
+    }
+
+    bench_res *res[2] = {NULL, NULL};
+    const long pps[2] = {o.pp, o.cpp >= 0 ? o.cpp : o.pp};
+    const long tgs[2] = {o.tg, o.ctg >= 0 ? o.ctg : o.tg};
+    const long reps[2] = {o.reps, o.creps > 0 ? o.creps : o.reps};
+    const char *names[2] = {o.backend, o.compare};
+    int rc = GT_EXIT_OK;
+    for (int i = 0; i < (o.compare ? 2 : 1); i++) {
+        res[i] = calloc(1, sizeof *res[i]);
+        if (!res[i]) {
+            fprintf(stderr, "gauntlet bench: out of memory\n");
+            rc = GT_EXIT_FAIL;
+            break;
+        }
+        const backend_arg ba = {names[i], i == 0 ? o.driver : NULL, o.model, pps[i], tgs[i],
+                                reps[i], nt};
+        if (bench_in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) != 0) {
+            snprintf(res[i]->backend, sizeof res[i]->backend, "%s", names[i]);
+            snprintf(res[i]->err, sizeof res[i]->err, "%s", why);
+            res[i]->ok = 0;
+        }
+        if (!res[i]->ok)
+            rc = GT_EXIT_FAIL;
+    }
+    if (res[0])
+        report(&o, &mf, have_machine ? &mach : NULL, res, pps, tgs);
+    free(res[0]);
+    free(res[1]);
+    return rc;
+}

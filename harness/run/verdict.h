@@ -1,0 +1,32 @@
+/* verdict.h: from how a worker ended and what it reported to a cell status.
+ *
+ * Raw status first:
+ *   killed at the deadline -> timeout; died on a signal -> crash (signal
+ *   name and the last log lines in the reason); reported skip -> skip;
+ *   exited without "done" -> error; any check error -> error; any failed
+ *   check or metric verdict -> fail; else pass.
+ * Then the matrix's expectation: a cell expected to xfail becomes xfail when
+ * the raw status is fail, error, crash or timeout, and xpass when it passed
+ * (the expectation is stale). The reason names the first failing check or
+ * metric with its value and tolerance, which is what the gate prints; a
+ * backend that would not open (check backend.open) gives its message alone,
+ * "bad driver setting: ...". */
+#ifndef GT_VERDICT_H
+#define GT_VERDICT_H
+
+#include <stddef.h>
+
+#include "runner.h"
+#include "base.h"
+
+void gt_verdict_judge(const gt_outcome *o, double timeout_s, gt_status expected,
+                      const char *expect_reason, gt_status *raw, gt_status *final, char *reason,
+                      size_t cap);
+
+/* "SIGSEGV (Segmentation fault)" */
+void gt_signal_describe(int sig, char *out, size_t cap);
+
+/* The last n non-empty lines of a log joined with " | " (at most cap bytes). */
+void gt_log_tail(const char *log, int n, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,880 @@
+/* worker.c: `gauntlet worker`, one matrix cell in its own process.
+ *
+ * The qualify parent (runner.c) starts this verb once per cell, writes the
+ * cell's spec (a JSON object, below) to its stdin, and reads JSON lines from
+ * file descriptor 3; stdout and stderr are the cell's log. The worker:
+ *   1. opens the backend with the driver profile. Only what this machine
+ *      cannot have is a skip, and its reason starts with a category word the
+ *      gate's allowed_skips names (open_failed below): "no device: ..."
+ *      (no GPU, no driver, no platform), "not built: ..." (plugin absent),
+ *      "driver version: ..." (a device driver outside the profile's
+ *      constraint). Any other open failure is an error check backend.open
+ *      saying why: "bad driver setting: ..." (GT_CPU_ISA=sse9, a bad profile
+ *      string), "out of memory: ...", "plugin ABI mismatch: ...", "kernel
+ *      build failed: ...", "backend failed to open: ..." (anything else);
+ *   2. checks gt_backend_supports for every (op, type) the model's tensors
+ *      need -> skip "unsupported: ..." listing what is unsupported;
+ *   3. runs the tier's suites in order; a failing smoke suite skips the rest
+ *      (nothing later would mean anything). A suite that ran to the end must
+ *      have reported every metric the cell has a tolerance for: one it did
+ *      not report fails check <suite>.tolerances ("tolerance set for X,
+ *      metric not reported"), since a bound nobody checks is no bound
+ *      (in-process suites only: see run_suites);
+ *   4. prints {"t":"done"} and exits 0.
+ * Anything else (a signal, an exit without "done") is judged by the parent.
+ *
+ * An http cell (the spec has "http": an OpenAI-compatible server, see
+ * matrices/README.md) opens no backend and checks no support. Instead:
+ *   1. with "start": picks a free port when the templates use {port}, fills
+ *      the placeholders and starts the server (server_proc.c: own process
+ *      group, dies with this worker, output into the cell's log);
+ *   2. polls the health URL until it answers 200, for start_timeout_s. A
+ *      server it started that exits or never gets healthy is a failed check
+ *      server.start quoting the server's last output lines (the thing under
+ *      test does not come up); an external endpoint that does not answer
+ *      makes the cell skip ("no device: endpoint not reachable: ...");
+ *   3. records a device line (backend "http", name = the endpoint as the
+ *      matrix writes it, driver = the model id the server lists at
+ *      GET {endpoint}/models);
+ *   4. runs each suite's http variant (gt_suite_http_run; none: that suite is reported as skipped;
+ *      no suite at all: the cell skips, "unsupported: ...");
+ *   5. stops the server: SIGTERM, up to 10 s, SIGKILL. A server that died
+ *      during the suites fails check server.exit; a nonzero exit after
+ *      SIGTERM is only logged.
+ *
+ * Lines (one JSON object each, "t" says which):
+ *   hello  {pid}                        device {backend, driver_profile, name, ...}
+ *   skip   {reason}                     result {suite, check, status, message}
+ *   metric {suite, name, value, unit, tolerance, comparator, verdict, better, regress}
+ *   ref    {key, meta, file}            done   {worker_s}
+ *
+ * Spec keys: cell, tier, model, quant, backend, driver_id, driver, version,
+ * device, threads, seed, artifact, artifact_sha256, source_sha256, f32_path,
+ * suites, settings, tolerances, db, scratch, data_dir, timeout_s, localize; for http cells also
+ * http {endpoint, health, start, model, start_timeout_s, gauntlet}.
+ * For debugging: `gauntlet worker --spec FILE` reads the spec from FILE and
+ * prints the lines on stdout.
+ *
+ * GT_FAULT (tests only): "kind[=arg]:cell-glob,...". Handled here, just before
+ * the suites run: segv, abort (die on that signal), hang (sleep until
+ * killed), exit=N (exit with N, no "done"). Other kinds are passed to suites
+ * (gt_suite_fault). */
+#include <errno.h>
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "run.h"
+#include "store.h"
+#include "gt/backend.h"
+#include "gt/gguf.h"
+#include "net.h"
+#include "compare.h"
+#include "matrix.h"
+#include "server_proc.h"
+#include "suite.h"
+
+#define SERVER_STOP_GRACE_S 10
+
+typedef struct worker {
+    FILE *out;
+    const cJSON *spec;
+    const char *cell, *scratch, *db_path;
+    gt_db *db;
+    cJSON *puts; /* {key: file} written by this worker, not yet in the DB */
+    int n_put;
+    cJSON *reported; /* {"suite.metric": true} for every metric line sent */
+} worker;
+
+static void emit(worker *w, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) {
+        fputs(s, w->out);
+        fputc('\n', w->out);
+        fflush(w->out);
+        free(s);
+    }
+    cJSON_Delete(o);
+}
+
+static cJSON *line(const char *type)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "t", type);
+    return o;
+}
+
+static const char *sget(const cJSON *o, const char *k)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+static double nget(const cJSON *o, const char *k, double def)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(n) ? n->valuedouble : def;
+}
+
+static void host_result(void *hd, const char *suite, const char *check, gt_status st,
+                        const char *msg)
+{
+    cJSON *o = line("result");
+    cJSON_AddStringToObject(o, "suite", suite);
+    cJSON_AddStringToObject(o, "check", check);
+    cJSON_AddStringToObject(o, "status", gt_status_name(st));
+    cJSON_AddStringToObject(o, "message", msg ? msg : "");
+    emit(hd, o);
+}
+
+static void host_metric(void *hd, const char *suite, const gt_metric_def *d, double value,
+                        const char *comparator, double tol, gt_status verdict)
+{
+    worker *w = hd;
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", suite, d->name);
+    if (w->reported && !cJSON_GetObjectItemCaseSensitive(w->reported, key))
+        cJSON_AddTrueToObject(w->reported, key);
+    cJSON *o = line("metric");
+    cJSON_AddStringToObject(o, "suite", suite);
+    cJSON_AddStringToObject(o, "name", d->name);
+    cJSON_AddNumberToObject(o, "value", value); /* NaN prints as null */
+    cJSON_AddStringToObject(o, "unit", d->unit ? d->unit : "");
+    cJSON_AddNumberToObject(o, "tolerance", tol);
+    cJSON_AddStringToObject(o, "comparator", comparator);
+    cJSON_AddStringToObject(o, "verdict", verdict == GT_ST_PASS   ? "pass"
+                                          : verdict == GT_ST_FAIL ? "fail"
+                                                                  : "info");
+    cJSON_AddNumberToObject(o, "better", d->better);
+    cJSON_AddBoolToObject(o, "regress", d->regress);
+    emit(hd, o);
+}
+
+static int read_file(const char *path, void **data, size_t *size, gt_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gt_err_set(err, "cannot open %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(n > 0 ? (size_t)n : 1);
+    if (!*data || (n > 0 && fread(*data, 1, (size_t)n, f) != (size_t)n)) {
+        fclose(f);
+        free(*data);
+        *data = NULL;
+        return gt_err_set(err, "cannot read %s", path);
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return 0;
+}
+
+static int host_ref_get(void *hd, const char *key, void **data, size_t *size, gt_err *err)
+{
+    worker *w = hd;
+    const char *mine = sget(w->puts, key);
+    if (mine)
+        return read_file(mine, data, size, err);
+    if (!w->db_path)
+        return 1;
+    if (!w->db && gt_db_open(w->db_path, true, &w->db, err) != 0)
+        return -1;
+    return gt_db_ref_get(w->db, key, data, size, err);
+}
+
+static int host_ref_put(void *hd, const char *key, const char *meta, const void *data,
+                        size_t size, gt_err *err)
+{
+    worker *w = hd;
+    if (!w->scratch)
+        return gt_err_set(err, "no scratch folder for reference outputs");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ref-%d-%d-%.16s.bin", w->scratch, (int)getpid(), w->n_put++,
+             key);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0) {
+        if (f)
+            fclose(f);
+        return gt_err_set(err, "writing %s: %s", path, strerror(errno));
+    }
+    cJSON_AddStringToObject(w->puts, key, path);
+    cJSON *o = line("ref");
+    cJSON_AddStringToObject(o, "key", key);
+    cJSON_AddStringToObject(o, "meta", meta ? meta : "");
+    cJSON_AddStringToObject(o, "file", path);
+    emit(w, o);
+    return 0;
+}
+
+static const gt_suite_host HOST = {host_result, host_metric, host_ref_get, host_ref_put};
+
+static void skip(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void skip(worker *w, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *o = line("skip");
+    cJSON_AddStringToObject(o, "reason", msg);
+    emit(w, o);
+}
+
+/* What a backend that would not open means for the cell. The backend
+ * contract (gt/backend.h) returns only a message, so the worker reads it:
+ * a message starting "no device: ", or one of the backends' own words for
+ * absent hardware or drivers (NO_DEVICE), is a skip "no device: ..."; a
+ * plugin that is not there is a skip "not built: ..." (not_built); anything
+ * else stops a backend that this machine does have, which is an error the
+ * gate sees: a bad setting, memory, a broken plugin, a kernel build. */
+static void open_failed(worker *w, const char *msg, bool not_built)
+{
+    bool is_skip;
+    const char *what = gt_open_failure_category(msg, not_built, &is_skip);
+    if (is_skip) {
+        if (strncmp(msg, "no device: ", 11) == 0)
+            msg += 11; /* said outright: not twice */
+        skip(w, "%s: %s", what, msg);
+        return;
+    }
+    char full[1200];
+    snprintf(full, sizeof full, "%s: %s", what, msg);
+    host_result(w, "backend", "open", GT_ST_ERROR, full);
+}
+
+/* This cell's entries of GT_FAULT, as "kind[=arg],..." in out. */
+static void faults_for(const char *cell, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *env = getenv("GT_FAULT");
+    if (!env)
+        return;
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", env);
+    char *save = NULL;
+    for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(e, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        if (fnmatch(colon + 1, cell, 0) == 0) {
+            size_t len = strlen(out);
+            snprintf(out + len, cap - len, "%s%s", len ? "," : "", e);
+        }
+    }
+}
+
+/* Every (op, type) the model's tensors need; reports the unsupported ones. */
+static int check_support(worker *w, gt_backend *b, const char *artifact)
+{
+    gt_gguf *g;
+    gt_err err = {{0}};
+    if (gt_gguf_open(artifact, &g, &err) != 0) {
+        host_result(w, "worker", "artifact", GT_ST_ERROR, err.msg);
+        return -1;
+    }
+    bool need[GT_OP_COUNT][GT_TYPE_COUNT] = {{false}};
+    /* Activation ops: always f32 (backend.h); weights come from the scan. */
+    static const gt_op F32_OPS[] = {GT_OP_RMS_NORM, GT_OP_ADD, GT_OP_ROPE, GT_OP_KV_STORE,
+                                    GT_OP_ATTENTION};
+    for (size_t i = 0; i < sizeof F32_OPS / sizeof *F32_OPS; i++)
+        need[F32_OPS[i]][GT_TYPE_F32] = true;
+    /* The FFN's activation: gated GELU and the embedding scale for Gemma 3,
+     * SwiGLU for the llama family. */
+    const char *arch = gt_gguf_get_str(g, "general.architecture");
+    if (arch && strcmp(arch, "gemma3") == 0)
+        need[GT_OP_GELU_MUL][GT_TYPE_F32] = need[GT_OP_SCALE][GT_TYPE_F32] = true;
+    else
+        need[GT_OP_SILU_MUL][GT_TYPE_F32] = true;
+    bool has_output = gt_gguf_find_tensor(g, "output.weight") != NULL;
+    for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
+        const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
+        if (t->type < 0 || t->type >= GT_TYPE_COUNT)
+            continue;
+        if (strcmp(t->name, "token_embd.weight") == 0) {
+            need[GT_OP_GET_ROWS][t->type] = true;
+            if (!has_output) /* tied: the embedding is also the output projection */
+                need[GT_OP_MUL_MAT][t->type] = true;
+        } else if (t->n_dims >= 2) {
+            need[GT_OP_MUL_MAT][t->type] = true;
+        } else {
+            need[GT_OP_MUL][t->type] = true;
+        }
+    }
+    gt_gguf_close(g);
+    char missing[1500] = "";
+    for (int op = 1; op < GT_OP_COUNT; op++) {
+        for (int ty = 0; ty < GT_TYPE_COUNT; ty++) {
+            char why[256] = "";
+            if (!need[op][ty] || gt_backend_supports(b, (gt_op)op, (gt_type)ty, why, sizeof why))
+                continue;
+            size_t len = strlen(missing);
+            snprintf(missing + len, sizeof missing - len, "%s%s/%s%s%s%s", len ? ", " : "",
+                     gt_op_name((gt_op)op), gt_type_name(ty), why[0] ? " (" : "", why,
+                     why[0] ? ")" : "");
+        }
+    }
+    if (missing[0]) {
+        skip(w, "unsupported: op/type on %s: %s", b->info.backend, missing);
+        return 1;
+    }
+    return 0;
+}
+
+static void emit_device(worker *w, const gt_device_info *d, const char *profile)
+{
+    cJSON *o = line("device");
+    cJSON_AddStringToObject(o, "backend", d->backend);
+    cJSON_AddStringToObject(o, "driver_profile", profile);
+    cJSON_AddStringToObject(o, "name", d->name);
+    cJSON_AddStringToObject(o, "kind", d->kind);
+    cJSON_AddStringToObject(o, "driver", d->driver);
+    cJSON_AddStringToObject(o, "driver_version", d->driver_version);
+    cJSON_AddNumberToObject(o, "memory", (double)d->memory);
+    cJSON_AddStringToObject(o, "extra", d->extra);
+    emit(w, o);
+}
+
+static void inject(const char *faults)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", faults);
+    char *save = NULL;
+    for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        fprintf(stderr, "worker: injecting fault '%s' (GT_FAULT)\n", f);
+        fflush(stderr);
+        if (strcmp(f, "segv") == 0) {
+            signal(SIGSEGV, SIG_DFL); /* a sanitizer's handler would turn it into exit(1) */
+            raise(SIGSEGV);
+        } else if (strcmp(f, "abort") == 0) {
+            abort();
+        } else if (strcmp(f, "hang") == 0) {
+            for (;;)
+                pause();
+        } else if (strncmp(f, "exit=", 5) == 0) {
+            _exit(atoi(f + 5));
+        }
+    }
+}
+
+/* Fails check <suite>.tolerances for each tolerance of the cell on a metric
+ * of the suite that just ran that the suite never reported: the matrix
+ * asked for a bound that nothing checked. */
+static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
+{
+    const cJSON *tols = ctx->tolerances;
+    size_t n = strlen(ctx->suite->name);
+    char missing[1500] = "";
+    for (const cJSON *t = tols ? tols->child : NULL; t; t = t->next) {
+        if (!t->string || strncmp(t->string, ctx->suite->name, n) != 0 || t->string[n] != '.' ||
+            cJSON_GetObjectItemCaseSensitive(w->reported, t->string))
+            continue;
+        /* The suite's own default bound (e.g. smoke.ref_agreement, reported
+         * only with "reference": true) is not a request of the matrix. */
+        const gt_metric_def *d = gt_suite_metric_def(ctx->suite, t->string + n + 1);
+        cJSON *def = d && d->tolerance ? cJSON_Parse(d->tolerance) : NULL;
+        bool is_default = def && cJSON_Compare(def, t, true);
+        cJSON_Delete(def);
+        if (is_default)
+            continue;
+        size_t len = strlen(missing);
+        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", t->string);
+    }
+    if (missing[0])
+        gt_suite_result(ctx, "tolerances", GT_ST_FAIL, "tolerance set for %s, metric not reported",
+                        missing);
+}
+
+/* After a failed accuracy suite: where this backend parts from the
+ * reference (localize.h), on the tokens the suite left in ctx, recorded as
+ * check accuracy.localize. Not for the reference itself, not when the spec
+ * says "localize": false (qualify --no-localize), and not with less than a
+ * quarter of the cell's deadline left (a skip that says so): the cell's
+ * verdict is already made, this only names a suspect. */
+static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
+{
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w->spec, "localize")) ||
+        strcmp(ctx->backend_name, "reference") == 0 || ctx->n_loc_tokens == 0)
+        return;
+    const double timeout = nget(w->spec, "timeout_s", 0), left = timeout - (gt_suite_now() - t0);
+    if (timeout > 0 && left < timeout / 4) {
+        gt_suite_result(ctx, "localize", GT_ST_SKIP,
+                        "not run: %.0f s of the cell's %.0f s deadline left", left, timeout);
+        return;
+    }
+    gt_err err = {{0}};
+    gt_model *m;
+    gt_backend *rb = NULL;
+    gt_backend_config cfg = {.n_threads = ctx->n_threads};
+    gt_loc_result r = {0};
+    if (gt_suite_model(ctx, &m, &err) != 0 || gt_backend_open("reference", &cfg, &rb, &err) != 0 ||
+        gt_loc_run(m, rb, m, ctx->backend, ctx->loc_tokens, ctx->n_loc_tokens, &r, &err) != 0) {
+        gt_suite_result(ctx, "localize", GT_ST_ERROR, "the localizer could not run: %s", err.msg);
+        gt_backend_close(rb);
+        return;
+    }
+    char line[512];
+    gt_loc_summary(&r, ctx->backend_name, line, sizeof line);
+    gt_suite_result(ctx, "localize", r.first_added >= 0 ? GT_ST_FAIL : GT_ST_PASS,
+                    "%s [%s, %d tokens, %d nodes, %.1f s]", line, ctx->loc_what, r.n_tokens, r.n,
+                    r.seconds);
+    gt_loc_result_free(&r);
+    gt_backend_close(rb);
+}
+
+/* The tier's suites in order (run, or the http variant for an http cell); returns
+ * how many ran. A failed accuracy suite is followed by the localizer. */
+static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
+{
+    const cJSON *suites = cJSON_GetObjectItemCaseSensitive(w->spec, "suites");
+    const cJSON *settings = cJSON_GetObjectItemCaseSensitive(w->spec, "settings");
+    const char *stopped = NULL;
+    int ran = 0;
+    for (const cJSON *s = suites ? suites->child : NULL; s; s = s->next) {
+        const gt_suite *su = cJSON_IsString(s) ? gt_suite_find(s->valuestring) : NULL;
+        if (!su) {
+            host_result(w, "worker", "suite", GT_ST_ERROR, "unknown suite in spec");
+            continue;
+        }
+        ctx->suite = su;
+        gt_suite_run_fn run = http ? gt_suite_http_run(su) : su->run;
+        if (!run) {
+            char why[160];
+            snprintf(why, sizeof why, "suite %s does not run over HTTP", su->name);
+            host_result(w, su->name, "run", GT_ST_SKIP, why);
+            continue;
+        }
+        if (stopped) {
+            host_result(w, su->name, "run", GT_ST_SKIP, stopped);
+            continue;
+        }
+        ctx->settings = settings ? cJSON_GetObjectItemCaseSensitive(settings, su->name) : NULL;
+        int failed_before = ctx->n_failed;
+        gt_err serr = {{0}};
+        ran++;
+        if (run(ctx, &serr) != 0) {
+            gt_suite_result(ctx, "run", GT_ST_ERROR, "%s", serr.msg[0] ? serr.msg : "suite failed");
+            stopped = "not run: an earlier suite could not run";
+            continue;
+        }
+        bool smoke_failed = strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before;
+        /* A failed smoke stops early: its metrics may be missing. An HTTP
+         * variant reports a subset of the in-process metrics (no load_ms, no
+         * KL divergence from logprobs: matrices/README.md), and a suite
+         * declares no per-variant list, so http cells are not asked. */
+        if (!smoke_failed && !http)
+            unreported_tolerances(w, ctx);
+        if (smoke_failed)
+            stopped = "not run: smoke failed";
+        if (!http && strcmp(su->name, "accuracy") == 0 && ctx->n_failed > failed_before)
+            localize_cell(w, ctx, t0);
+    }
+    return ran;
+}
+
+static void emit_done(worker *w, double t0)
+{
+    cJSON *done = line("done");
+    cJSON_AddNumberToObject(done, "worker_s", gt_suite_now() - t0);
+    emit(w, done);
+}
+
+/* tmpl with each "{key}" replaced by its value (matrix.c checked the names;
+ * an unknown one is left as written). */
+static void fill(const char *tmpl, const char *const *keys, const char *const *vals, char *out,
+                 size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = tmpl; *p && n + 1 < cap;) {
+        bool done = false;
+        for (int k = 0; *p == '{' && keys[k] && !done; k++) {
+            size_t kl = strlen(keys[k]);
+            if (!strncmp(p + 1, keys[k], kl) && p[1 + kl] == '}') {
+                n += (size_t)snprintf(out + n, cap - n, "%s", vals[k]);
+                if (n >= cap)
+                    n = cap - 1;
+                p += kl + 2;
+                done = true;
+            }
+        }
+        if (!done)
+            out[n++] = *p++;
+    }
+    out[n] = '\0';
+}
+
+/* Polls url until it answers 200; watches srv (may be NULL) meanwhile, so a
+ * server that exits is reported at once rather than at the deadline. */
+static int wait_healthy(gt_server_proc *srv, const char *url, double timeout_s, char *why,
+                        size_t cap)
+{
+    double end = gt_suite_now() + timeout_s;
+    gt_err err = {{0}};
+    snprintf(err.msg, sizeof err.msg, "no attempt");
+    for (;;) {
+        char how[160];
+        if (srv && gt_server_proc_exited(srv, how, sizeof how)) {
+            snprintf(why, cap, "the server %s before %s answered", how, url);
+            return -1;
+        }
+        double left = end - gt_suite_now();
+        if (left <= 0) {
+            const char *last = strstr(err.msg, "last attempt: ");
+            snprintf(why, cap, "%s did not answer 200 within %.3g s (last attempt: %s)", url,
+                     timeout_s, last ? last + 14 : err.msg);
+            return -1;
+        }
+        if (gt_http_wait_healthy(url, left < 0.5 ? left : 0.5, &err) == 0)
+            return 0;
+    }
+}
+
+/* The device line of an http cell: the endpoint as the matrix writes it
+ * (one device, not one per port; the URL a cell used is in its log) and what
+ * the server says it serves. */
+static void emit_http_device(worker *w, const char *endpoint_t, const char *endpoint,
+                             const char *profile)
+{
+    char url[1200], model[256] = "", extra[512] = "";
+    snprintf(url, sizeof url, "%s/models", endpoint);
+    gt_http_reply r = {0};
+    gt_err err = {{0}};
+    if (gt_http_get(url, 10, &r, &err) == 0) {
+        cJSON *o = r.status == 200 && r.body ? cJSON_Parse(r.body) : NULL;
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
+        const cJSON *first = cJSON_IsArray(data) ? data->child : NULL;
+        const char *id = sget(first, "id"), *owner = sget(first, "owned_by");
+        if (id)
+            snprintf(model, sizeof model, "%s", id);
+        if (owner)
+            snprintf(extra, sizeof extra, "owned_by %s", owner);
+        if (!o)
+            snprintf(extra, sizeof extra, "GET %s: HTTP %ld", url, r.status);
+        cJSON_Delete(o);
+        gt_http_reply_free(&r);
+    } else {
+        snprintf(extra, sizeof extra, "%s", err.msg);
+    }
+    gt_device_info d = {0};
+    snprintf(d.backend, sizeof d.backend, "http");
+    size_t n = strlen(endpoint_t);
+    while (n > 7 && endpoint_t[n - 1] == '/')
+        n--;
+    snprintf(d.name, sizeof d.name, "%.*s", (int)n, endpoint_t);
+    snprintf(d.kind, sizeof d.kind, "server");
+    snprintf(d.driver, sizeof d.driver, "%s", model);
+    snprintf(d.extra, sizeof d.extra, "%s", extra);
+    emit_device(w, &d, profile);
+}
+
+/* An http cell: start (or find) the server, run the suites over its API,
+ * stop it. See the top of this file. */
+/* What a cell's suites see, from its spec: the fields an http cell and a
+ * backend cell share (each then sets its own). */
+static gt_suite_ctx suite_ctx(worker *w, const char *backend, const char *profile,
+                              const char *artifact, int n_threads, const char *faults)
+{
+    const cJSON *spec = w->spec;
+    gt_suite_ctx ctx = {
+        .cell_id = w->cell, .tier = sget(spec, "tier"), .model_id = sget(spec, "model"),
+        .quant = sget(spec, "quant"), .backend_name = backend, .driver_id = profile,
+        .model_path = artifact, .model_sha256 = sget(spec, "artifact_sha256"),
+        .source_sha256 = sget(spec, "source_sha256"), .f32_path = sget(spec, "f32_path"),
+        .n_threads = n_threads, .seed = (uint64_t)nget(spec, "seed", 1),
+        .data_dir = sget(spec, "data_dir"),
+        .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
+        .host = &HOST, .host_data = w,
+    };
+    return ctx;
+}
+
+static int run_http_cell(worker *w, const cJSON *http, double t0)
+{
+    const cJSON *spec = w->spec;
+    const char *backend = sget(spec, "backend"), *artifact = sget(spec, "artifact");
+    const char *profile = sget(spec, "driver_id");
+    const char *endpoint_t = sget(http, "endpoint"), *health_t = sget(http, "health");
+    const cJSON *start = cJSON_GetObjectItemCaseSensitive(http, "start");
+    if (!backend || !artifact || !profile || !endpoint_t || !health_t) {
+        host_result(w, "worker", "spec", GT_ST_ERROR,
+                    "spec lacks backend, artifact, driver_id or http.endpoint/health");
+        return 1;
+    }
+    cJSON *hello = line("hello");
+    cJSON_AddNumberToObject(hello, "pid", getpid());
+    emit(w, hello);
+    gt_err err = {{0}};
+    if (gt_http_global_init(&err) != 0) {
+        host_result(w, "worker", "http", GT_ST_ERROR, err.msg);
+        return 1;
+    }
+    /* {port}: only a started server gets one (matrix.c requires that). */
+    char port[16] = "", threads[16], gauntlet[4096];
+    int n_threads = (int)nget(spec, "threads", 0);
+    snprintf(threads, sizeof threads, "%d", n_threads);
+    const char *self = sget(http, "gauntlet");
+    snprintf(gauntlet, sizeof gauntlet, "%s", self ? self : "/proc/self/exe");
+    if (!strcmp(gauntlet, "/proc/self/exe")) { /* the file's name, for the log */
+        ssize_t n = readlink("/proc/self/exe", gauntlet, sizeof gauntlet - 1);
+        if (n > 0)
+            gauntlet[n] = '\0';
+        else
+            snprintf(gauntlet, sizeof gauntlet, "/proc/self/exe");
+    }
+    if (start && (strstr(endpoint_t, "{port}") || strstr(health_t, "{port}"))) {
+        int p = gt_server_proc_free_port(&err);
+        if (p < 0) {
+            host_result(w, "worker", "port", GT_ST_ERROR, err.msg);
+            return 1;
+        }
+        snprintf(port, sizeof port, "%d", p);
+    }
+    static const char *const KEYS[] = {"gauntlet", "model_path", "port", "threads", NULL};
+    const char *const vals[] = {gauntlet, artifact, port, threads, NULL};
+    char endpoint[1024], health[1024];
+    fill(endpoint_t, KEYS + 2, vals + 2, endpoint, sizeof endpoint); /* {port} only */
+    fill(health_t, KEYS + 2, vals + 2, health, sizeof health);
+    size_t el = strlen(endpoint);
+    while (el > 7 && endpoint[el - 1] == '/')
+        endpoint[--el] = '\0';
+
+    gt_server_proc *srv = NULL;
+    double timeout_s = nget(http, "start_timeout_s", 60);
+    if (cJSON_IsArray(start)) {
+        int argc = cJSON_GetArraySize(start);
+        char **argv = calloc((size_t)argc + 1, sizeof *argv);
+        char cmdline[2048] = "";
+        int i = 0;
+        for (const cJSON *a = start->child; argv && a; a = a->next, i++) {
+            char buf[4096];
+            fill(cJSON_IsString(a) ? a->valuestring : "", KEYS, vals, buf, sizeof buf);
+            argv[i] = strdup(buf);
+            size_t len = strlen(cmdline);
+            snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", buf);
+        }
+        int rc = -1;
+        bool ok = argv != NULL;
+        for (int k = 0; ok && k < argc; k++)
+            ok = argv[k] != NULL;
+        if (ok) {
+            fprintf(stderr, "worker: starting the server: %s\n", cmdline);
+            rc = gt_server_proc_start(argv, &srv, &err);
+        } else {
+            gt_err_set(&err, "out of memory");
+        }
+        for (int k = 0; argv && k < argc; k++)
+            free(argv[k]);
+        free(argv);
+        if (rc != 0) {
+            host_result(w, "server", "start", GT_ST_ERROR, err.msg);
+            emit_done(w, t0);
+            return 0;
+        }
+        fprintf(stderr, "worker: server pid %d; waiting up to %.3g s for %s\n",
+                (int)gt_server_proc_pid(srv), timeout_s, health);
+    }
+    double t_wait = gt_suite_now();
+    char why[1500];
+    if (wait_healthy(srv, health, timeout_s, why, sizeof why) != 0) {
+        if (!srv) {
+            skip(w, "no device: endpoint not reachable: %s", why);
+            emit_done(w, t0);
+            return 0;
+        }
+        char how[200], tail[700], msg[2400];
+        gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
+        fprintf(stderr, "worker: the server %s\n", how);
+        /* After the stop: its output is all in by then. */
+        gt_server_proc_tail(srv, 3, tail, sizeof tail);
+        gt_server_proc_free(srv);
+        snprintf(msg, sizeof msg, "%s; the server's last output: %s", why,
+                 tail[0] ? tail : "(none)");
+        host_result(w, "server", "start", GT_ST_FAIL, msg);
+        emit_done(w, t0);
+        return 0;
+    }
+    if (srv) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s answered 200 after %.2f s", health, gt_suite_now() - t_wait);
+        host_result(w, "server", "start", GT_ST_PASS, msg);
+    }
+    emit_http_device(w, endpoint_t, endpoint, profile);
+
+    char faults[512];
+    faults_for(w->cell, faults, sizeof faults);
+    inject(faults);
+
+    gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, n_threads, faults);
+    ctx.endpoint = endpoint;
+    ctx.served_model = sget(http, "model");
+    int ran = run_suites(w, &ctx, true, t0);
+    gt_model_free(ctx.model);
+    if (ran == 0)
+        skip(w, "unsupported: no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
+    if (srv) {
+        char how[200], early[200];
+        bool died = gt_server_proc_exited(srv, early, sizeof early);
+        int rc = gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
+        fprintf(stderr, "worker: the server %s\n", how);
+        if (died) {
+            char msg[1200], tail[700];
+            gt_server_proc_tail(srv, 3, tail, sizeof tail);
+            snprintf(msg, sizeof msg, "the server %s during the suites; its last output: %s",
+                     early, tail[0] ? tail : "(none)");
+            host_result(w, "server", "exit", GT_ST_FAIL, msg);
+        } else if (rc != 0) {
+            fprintf(stderr, "worker: note: the server did not exit cleanly on SIGTERM (%s)\n",
+                    how);
+        }
+        gt_server_proc_free(srv);
+    }
+    emit_done(w, t0);
+    return 0;
+}
+
+static int run_cell(worker *w, double t0)
+{
+    const cJSON *spec = w->spec;
+    const cJSON *http = cJSON_GetObjectItemCaseSensitive(spec, "http");
+    if (cJSON_IsObject(http))
+        return run_http_cell(w, http, t0);
+    const char *backend = sget(spec, "backend"), *artifact = sget(spec, "artifact");
+    const char *driver = sget(spec, "driver"), *profile = sget(spec, "driver_id");
+    const char *version = sget(spec, "version");
+    if (!backend || !artifact || !profile) {
+        host_result(w, "worker", "spec", GT_ST_ERROR, "spec lacks backend, artifact or driver_id");
+        return 1;
+    }
+    cJSON *hello = line("hello");
+    cJSON_AddNumberToObject(hello, "pid", getpid());
+    emit(w, hello);
+
+    const gt_backend_entry *e = gt_backend_find(backend);
+    if (!e || !e->reg) {
+        open_failed(w, e ? e->why : "unknown backend", !e || strstr(e->why, "not found"));
+        return 0;
+    }
+    gt_backend_config cfg = {.device = (int)nget(spec, "device", 0),
+                             .n_threads = (int)nget(spec, "threads", 0),
+                             .driver = driver};
+    gt_backend *b = NULL;
+    gt_err err = {{0}};
+    if (gt_backend_open(backend, &cfg, &b, &err) != 0) {
+        open_failed(w, err.msg, false);
+        return 0;
+    }
+    emit_device(w, &b->info, profile);
+    const char *dv = b->info.driver_version[0] ? b->info.driver_version : b->info.driver;
+    if (version && !gt_version_satisfies(dv, version)) {
+        skip(w, "driver version: profile %s needs version %s; %s has %s", profile, version,
+             b->info.name, dv[0] ? dv : "no version");
+        gt_backend_close(b);
+        return 0;
+    }
+    if (check_support(w, b, artifact) != 0) {
+        gt_backend_close(b);
+        return 0;
+    }
+
+    char faults[512];
+    faults_for(w->cell, faults, sizeof faults);
+    inject(faults);
+
+    gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, cfg.n_threads, faults);
+    ctx.driver = driver;
+    ctx.device = cfg.device;
+    ctx.backend = b;
+    run_suites(w, &ctx, false, t0);
+    gt_model_free(ctx.model);
+    gt_backend_close(b);
+    emit_done(w, t0);
+    return 0;
+}
+
+static char *slurp(FILE *f)
+{
+    size_t cap = 65536, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+int gt_worker_main(int argc, char **argv)
+{
+    double t0 = gt_suite_now();
+    const char *spec_file = NULL;
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: gauntlet worker [--spec FILE]\n"
+               "  internal: runs one matrix cell (the spec on stdin or in FILE) and prints\n"
+               "  JSON lines on fd 3 (stdout with --spec). `gauntlet qualify` starts it.\n");
+        return GT_EXIT_OK;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--spec"))
+        spec_file = argv[2];
+    else if (argc != 1) {
+        fprintf(stderr, "usage: gauntlet worker [--spec FILE]\n");
+        return GT_EXIT_USAGE;
+    }
+    worker w = {0};
+    if (spec_file) {
+        w.out = stdout;
+    } else {
+        w.out = fdopen(3, "w");
+        if (!w.out) {
+            fprintf(stderr, "gauntlet worker: fd 3 is not open (run by gauntlet qualify, or "
+                            "use --spec FILE)\n");
+            return GT_EXIT_USAGE;
+        }
+    }
+    /* A crash dump per injected fault would fill disks; the parent records
+     * the signal and the log instead. */
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    FILE *in = spec_file ? fopen(spec_file, "rb") : stdin;
+    char *text = in ? slurp(in) : NULL;
+    if (spec_file && in)
+        fclose(in);
+    cJSON *spec = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!spec || !sget(spec, "cell")) {
+        fprintf(stderr, "gauntlet worker: cannot read the cell spec\n");
+        cJSON_Delete(spec);
+        return GT_EXIT_USAGE;
+    }
+    w.spec = spec;
+    w.cell = sget(spec, "cell");
+    w.scratch = sget(spec, "scratch");
+    w.db_path = sget(spec, "db");
+    w.puts = cJSON_CreateObject();
+    w.reported = cJSON_CreateObject();
+    int rc = run_cell(&w, t0);
+    gt_db_close(w.db);
+    cJSON_Delete(w.puts);
+    cJSON_Delete(w.reported);
+    cJSON_Delete(spec);
+    if (w.out != stdout)
+        fclose(w.out);
+    return rc == 0 ? GT_EXIT_OK : GT_EXIT_FAIL;
+}

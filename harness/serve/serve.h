@@ -1,0 +1,130 @@
+/* serve.h: `gauntlet serve`: one model behind an OpenAI-compatible HTTP API.
+ *
+ * Three layers, one file each:
+ *   serve_request.c  a /v1/completions body -> a validated gt_serve_req, or
+ *                    the 400 that says which parameter is wrong and why;
+ *   serve_gen.c      one request run on the session: sampling, stop strings,
+ *                    logprobs, and the OpenAI JSON (whole or as SSE chunks);
+ *   serve_http.c     libmicrohttpd routing, the bounded queue, the worker
+ *                    thread that owns the session, timeouts, shutdown.
+ * The model session is used by the worker thread only; HTTP threads only
+ * parse, tokenize (the tokenizer is read-only) and wait. serve_chat.c
+ * renders chat messages through the model's template (serve_chat.h,
+ * private to this folder).
+ *
+ * May use: base, libmicrohttpd, cJSON, the runtime's public headers. */
+#ifndef GT_SERVE_H
+#define GT_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "gt/error.h"
+#include "gt/model.h"
+#include "gt/session.h"
+#include "serve_chat.h"
+
+#define GT_SERVE_MAX_STOP 16
+#define GT_SERVE_MAX_STOP_LEN 256
+#define GT_SERVE_MAX_LOGPROBS 20
+
+/* An OpenAI-style error: {"error": {"message", "type", "param", "code"}}. */
+typedef struct gt_serve_error {
+    int status;         /* HTTP status */
+    const char *type;   /* "invalid_request_error", "server_error", ... */
+    const char *param;  /* the offending request field, or NULL */
+    char message[512];
+} gt_serve_error;
+
+/* Fills e and returns -1. */
+int gt_serve_fail(gt_serve_error *e, int status, const char *type, const char *param,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The error as a JSON body (malloc'ed). */
+char *gt_serve_error_json(const gt_serve_error *e);
+
+typedef struct gt_serve_req {
+    bool chat;          /* /v1/chat/completions: messages, not prompt */
+    char *prompt;       /* completions */
+    gt_chat_msg *messages; /* chat */
+    int n_messages;
+    int max_tokens;     /* default 16, as OpenAI */
+    float temperature;  /* default 1; 0 = greedy */
+    float top_p;        /* default 1 (off) */
+    int top_k;          /* extension; default 0 (off) */
+    uint64_t seed;
+    bool has_seed;      /* else the server picks one per request */
+    char *stop[GT_SERVE_MAX_STOP];
+    int n_stop;
+    int logprobs;       /* top-N alternatives per token; -1 = no logprobs (chat:
+                         * top_logprobs when logprobs is true) */
+    bool echo;
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+} gt_serve_req;
+
+/* Parses and validates a request body. max_tokens_cap bounds max_tokens
+ * (the context size). Unknown fields are ignored (clients send extras);
+ * known ones must have the documented type and range. */
+int gt_serve_parse(const char *body, size_t len, int max_tokens_cap, gt_serve_req *out,
+                   gt_serve_error *e);
+/* The same for a /v1/chat/completions body: messages (string content, or
+ * an array of text parts), max_tokens or max_completion_tokens, logprobs
+ * (a boolean) with top_logprobs; echo does not exist there. */
+int gt_serve_parse_chat(const char *body, size_t len, int max_tokens_cap, gt_serve_req *out,
+                        gt_serve_error *e);
+void gt_serve_req_free(gt_serve_req *r);
+
+/* Where a generation's output goes. write is NULL for a plain request and
+ * receives SSE frames, ready to send, for a stream. */
+typedef struct gt_serve_sink {
+    void (*write)(void *ud, const char *data, size_t n);
+    /* True when the client went away: generation stops early. */
+    bool (*cancelled)(void *ud);
+    void *ud;
+} gt_serve_sink;
+
+typedef struct gt_serve_ctx {
+    gt_session *session;
+    const gt_model *model;
+    const char *model_id;  /* "model" in answers */
+    const gt_chat_template *chat; /* how chat requests are rendered */
+    uint64_t counter;      /* for completion ids and default seeds */
+} gt_serve_ctx;
+
+/* Tokenizes a prompt with the model's BOS rule, or renders a chat request's
+ * messages with the chat template; checks that prompt plus max_tokens fit
+ * the context. Returns a malloc'ed array, or NULL with e. */
+int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
+                           gt_serve_error *e);
+
+/* Runs one request on the session (worker thread only). For a plain
+ * request (sink->write NULL) the answer JSON is returned in *response
+ * (malloc'ed). For a stream, SSE frames go to sink->write, ending with
+ * "data: [DONE]"; errors are sent as an error frame since the 200 is out.
+ * deadline is in gt_now() seconds. Returns 0, or -1 with e filled. */
+int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids, int n_ids,
+                      double deadline, const gt_serve_sink *sink, char **response,
+                      gt_serve_error *e);
+
+/* The HTTP server. */
+typedef struct gt_server_opts {
+    const char *host;     /* numeric address; default 127.0.0.1 */
+    int port;             /* 0 = pick a free one */
+    int queue;            /* requests waiting beyond the one running; default 32 */
+    size_t max_body;      /* bytes; default 1 MiB */
+    double timeout_s;     /* per request, queue wait included; default 120 */
+    bool quiet;           /* no per-request log lines */
+} gt_server_opts;
+
+typedef struct gt_server gt_server;
+
+int gt_server_start(gt_serve_ctx *ctx, const gt_server_opts *o, gt_server **out, gt_err *err);
+int gt_server_port(const gt_server *s);
+/* Stops accepting, lets queued and running requests finish (bounded by
+ * their timeouts), then stops the worker and frees everything. */
+void gt_server_stop(gt_server *s);
+
+#endif
