@@ -1,5 +1,5 @@
-/* headroom.c: see headroom.h. */
-#include "headroom.h"
+/* headroom.c: how far each bound of a run is from what it measured (see
+ * report.h, headroom). */
 
 #include <math.h>
 #include <stdlib.h>

@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "headroom.h"
 #include "html.h"
 #include "base.h"
 

@@ -27,5 +27,7 @@ void gt_html_provenance(FILE *f, const gt_rep_run *r);
 void gt_html_history(FILE *f, const gt_rep_run *r);
 void gt_html_accuracy(FILE *f, const gt_rep_run *r);
 void gt_html_performance(FILE *f, const gt_rep_run *r);
+/* The headroom section's table (headroom.c). */
+void gt_html_headroom(FILE *f, const gt_rep_run *r);
 
 #endif

@@ -4,7 +4,7 @@
  * the sha256 of the model's source and of the file the cell ran
  * (cells.model_sha256, cells.artifact_sha256), and per file its path, size,
  * kind, model, quant and parent (the artifacts table, filled by
- * harness/artifacts.c and kept by `gauntlet merge`). What the matrix says
+ * harness/run/artifacts.c and kept by `gauntlet merge`). What the matrix says
  * about a model (url, pypi package, license, synth preset) is in the run's
  * stored matrix (runs.matrix_json), which is the matrix as it was when the
  * run started, not as it is now. Joining the two here keeps every database

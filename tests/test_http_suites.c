@@ -1,5 +1,5 @@
 /* test_http_suites.c: the suites' http variants (suites/http_*.c) and the
- * client under them (harness/http_client.c).
+ * client under them (harness/net/http_client.c).
  *
  * The client is compiled in directly and checked against a `gauntlet
  * serve` this test starts on 127.0.0.1 (port 0: the server picks one and

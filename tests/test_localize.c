@@ -1,4 +1,4 @@
-/* test_localize.c: the localizer (harness/localize.c) through the built
+/* test_localize.c: the localizer (harness/compare/localize.c) through the built
  * binary, on stories260K (its synthetic stand-in without ../shared).
  *
  *   - compare --localize reference vs cpu with no fault: exit 0, "no node

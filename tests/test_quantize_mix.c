@@ -1,5 +1,5 @@
 /* test_quantize_mix.c: `gauntlet quantize` writes llama-quantize's K-quant
- * mixes (harness/quant_scheme.c).
+ * mixes (harness/matrix/quant_scheme.c).
  *
  * 1. The real Gemma 3 270M Q4_K_M release: its f32 dequantization
  *    requantized to q4_k_m must give every one of its 236 tensors the type

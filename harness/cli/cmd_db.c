@@ -7,7 +7,7 @@
  *        the newest run by default.
  * headroom: for each bound the run's metrics were judged by, the worst
  *        value measured under it and the ratio between them; flags bounds
- *        more than 100x looser than measured (reports/headroom.h). */
+ *        more than 100x looser than measured (reports/report.h, headroom). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* fuzz_matrix.c: libFuzzer target for the matrix parser (harness/matrix.c)
+/* fuzz_matrix.c: libFuzzer target for the matrix parser (harness/matrix/matrix.c)
  * and what runs on a matrix that parsed: tier lookup, cell expansion, rule
  * matching, path resolution and driver version constraints.
  *

@@ -6,10 +6,10 @@
  * half-written, from another version, or a suite with a bug, and whatever it
  * wrote must become a recorded status, never a crash of the parent (which
  * holds the database and every other cell). The path run is the parent's
- * own: harness/worker_lines.c reassembling lines from chunked reads and
+ * own: harness/run/worker_lines.c reassembling lines from chunked reads and
  * parsing each (a non-object counts as a bad line), then gt_verdict_judge
- * (harness/verdict.c) and the cell's transaction gt_db_cell_record
- * (harness/db_record.c). Only the split of the lines by "t" into results,
+ * (harness/run/verdict.c) and the cell's transaction gt_db_cell_record
+ * (harness/store/db_record.c). Only the split of the lines by "t" into results,
  * metrics and devices is a copy, of cmd_qualify.c on_done (static there).
  *
  * Input: byte 0 picks how the worker ended, whether the cell was expected
@@ -70,7 +70,7 @@ static void open_db(void)
     atexit(drop_db);
 }
 
-/* gt_wlines_fn: the parent's own line parser (harness/worker_lines.c). */
+/* gt_wlines_fn: the parent's own line parser (harness/run/worker_lines.c). */
 static void take_line(void *user, char *text) { gt_wlines_take(user, text); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
