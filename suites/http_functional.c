@@ -14,7 +14,11 @@
  *   stop         a stop string taken from the middle of the temperature-0
  *                text cuts the text just before its first occurrence, with
  *                finish_reason "stop";
- *   bad_request  max_tokens -1 is answered 400 with an error object.
+ *   refusals     requests OpenAI refuses are refused, each within 5 s, with
+ *                its status and an error object: bad_request (max_tokens
+ *                -1), bad_json, missing_prompt, negative_temperature,
+ *                stop_type, oversized_prompt (400, or 413 for the body),
+ *                unknown_model (404).
  * Prompt: the first of the cell's prompt set (as the normal suite). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +98,112 @@ static cJSON *sampled(const gt_hc *t, const char *prompt, int n, double temp, do
     if (q)
         cJSON_AddNumberToObject(q, "seed", seed);
     return q;
+}
+
+/* Each malformed request gets this long: a server that accepts one and
+ * starts generating is reported in seconds, by name, instead of holding the
+ * cell until its generation ends (llama-server takes max_tokens -1 as
+ * "until the context is full"). */
+#define REFUSAL_DEADLINE_S 5.0
+
+typedef struct refusal {
+    const char *check; /* the result's name */
+    const char *what;  /* the request, as the message names it */
+    int status;        /* what OpenAI answers */
+} refusal;
+
+enum { R_MAX_TOKENS, R_BAD_JSON, R_NO_PROMPT, R_TEMPERATURE, R_STOP_TYPE, R_OVERSIZED, R_MODEL, R_N };
+
+static const refusal REFUSALS[R_N] = {
+    [R_MAX_TOKENS] = {"bad_request", "max_tokens -1", 400},
+    [R_BAD_JSON] = {"bad_json", "a body that is not JSON", 400},
+    [R_NO_PROMPT] = {"missing_prompt", "a request without a prompt", 400},
+    [R_TEMPERATURE] = {"negative_temperature", "temperature -1", 400},
+    [R_STOP_TYPE] = {"stop_type", "stop given as a number", 400},
+    [R_OVERSIZED] = {"oversized_prompt", "a prompt 4x the model's trained context", 400},
+    [R_MODEL] = {"unknown_model", "an unknown model name", 404},
+};
+
+/* The body of request k (malloc'ed text), or NULL when out of memory. */
+static char *refusal_body(const gt_hc *t, const gt_model *m, const char *prompt, int k)
+{
+    if (k == R_BAD_JSON)
+        return strdup("{\"prompt\": \"unterminated");
+    cJSON *q = gt_hc_request(t, k == R_NO_PROMPT ? "" : prompt, k == R_MAX_TOKENS ? -1 : 4, 0);
+    char *big = NULL;
+    if (!q)
+        return NULL;
+    if (k == R_NO_PROMPT)
+        cJSON_DeleteItemFromObjectCaseSensitive(q, "prompt");
+    if (k == R_TEMPERATURE)
+        cJSON_ReplaceItemInObjectCaseSensitive(q, "temperature", cJSON_CreateNumber(-1));
+    if (k == R_STOP_TYPE)
+        cJSON_AddNumberToObject(q, "stop", 5);
+    if (k == R_MODEL)
+        cJSON_ReplaceItemInObjectCaseSensitive(q, "model",
+                                               cJSON_CreateString("gauntlet-no-such-model"));
+    if (k == R_OVERSIZED) {
+        /* " the" is one token in every vocabulary the matrices use. */
+        size_t words = 4 * (size_t)(gt_model_hparams(m)->n_ctx_train > 0
+                                        ? gt_model_hparams(m)->n_ctx_train : 4096);
+        big = malloc(words * 4 + 1);
+        if (big) {
+            for (size_t i = 0; i < words; i++)
+                memcpy(big + 4 * i, " the", 4);
+            big[words * 4] = '\0';
+            cJSON_ReplaceItemInObjectCaseSensitive(q, "prompt", cJSON_CreateString(big));
+        }
+    }
+    char *s = (k != R_OVERSIZED || big) ? cJSON_PrintUnformatted(q) : NULL;
+    free(big);
+    cJSON_Delete(q);
+    return s;
+}
+
+/* One check per request: refused with the status OpenAI gives and an error
+ * object, within the deadline. A prompt past the context may also be
+ * refused as too large a body (413). Returns -1 only when out of memory. */
+static int refusals(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const char *prompt)
+{
+    char url[600];
+    gt_hc_url(t, "/completions", url, sizeof url);
+    for (int k = 0; k < R_N; k++) {
+        const refusal *r = &REFUSALS[k];
+        char *body = refusal_body(t, m, prompt, k);
+        if (!body)
+            return -1;
+        gt_http_reply br;
+        gt_err e = {{0}};
+        double t0 = gt_suite_now();
+        int sent = gt_http_post_raw(url, body, strlen(body), 0, REFUSAL_DEADLINE_S, &br, &e);
+        double took = gt_suite_now() - t0;
+        free(body);
+        if (sent != 0) {
+            if (took >= REFUSAL_DEADLINE_S * 0.95)
+                gt_suite_check(c, r->check, false,
+                               "%s was not refused within %.0f s (no answer: the server took it "
+                               "and is still working on it); OpenAI answers %d at once",
+                               r->what, REFUSAL_DEADLINE_S, r->status);
+            else
+                gt_suite_check(c, r->check, false, "%s: %s", r->what, e.msg);
+            continue;
+        }
+        cJSON *bj = cJSON_Parse(br.body);
+        bool has_err = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(bj, "error"));
+        bool status_ok = br.status == r->status || (k == R_OVERSIZED && br.status == 413);
+        if (br.status >= 200 && br.status < 300)
+            gt_suite_check(c, r->check, false,
+                           "%s was accepted (HTTP %ld, %.1f s); OpenAI answers %d: %.200s",
+                           r->what, br.status, took, r->status, br.body);
+        else
+            gt_suite_check(c, r->check, status_ok && has_err, "%s: HTTP %ld%s%s in %.2f s: %.200s",
+                           r->what, br.status, status_ok ? "" : " (OpenAI answers ",
+                           status_ok ? "" : (r->status == 404 ? "404)" : "400)"), took,
+                           has_err ? br.body : "no error object");
+        cJSON_Delete(bj);
+        gt_http_reply_free(&br);
+    }
+    return 0;
 }
 
 int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
@@ -215,28 +325,10 @@ int gt_functional_run_http(gt_suite_ctx *c, gt_err *err)
         gt_hc_completion_free(&r1);
     free(a);
 
-    /* A request the server must reject. */
-    cJSON *bad = gt_hc_request(&t, prompt, -1, 0);
-    char url[600];
-    gt_hc_url(&t, "/completions", url, sizeof url);
-    gt_http_reply br;
-    gt_err e = {{0}};
-    if (!bad) {
-        gt_promptset_free(&ps);
-        return gt_err_set(err, "out of memory");
-    }
-    if (gt_http_post_json(url, bad, 0, GT_HC_TIMEOUT_S, &br, &e) != 0) {
-        gt_suite_check(c, "bad_request", false, "%s", e.msg);
-    } else {
-        cJSON *bj = cJSON_Parse(br.body);
-        bool has_err = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(bj, "error"));
-        gt_suite_check(c, "bad_request", br.status == 400 && has_err,
-                       "max_tokens -1: HTTP %ld%s: %.200s", br.status,
-                       has_err ? "" : " without an error object", br.body);
-        cJSON_Delete(bj);
-        gt_http_reply_free(&br);
-    }
-    cJSON_Delete(bad);
+    /* Requests the server must refuse, each under its own short deadline. */
+    int rc = refusals(c, &t, m, prompt);
     gt_promptset_free(&ps);
+    if (rc != 0)
+        return gt_err_set(err, "out of memory");
     return 0;
 }

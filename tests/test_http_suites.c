@@ -440,6 +440,50 @@ START_TEST(test_suites_fail_against_another_tokenizer)
 }
 END_TEST
 
+/* A server that takes max_tokens -1 and "generates" for 20 s, answers an
+ * unknown model and refuses a negative temperature with 422
+ * (tests/py/deviant_server.py): each deviation is a failed check that names
+ * it, the hanging one within its 5 s deadline, and what it does right
+ * passes. */
+START_TEST(test_functional_names_deviations_within_deadlines)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec python3 '%s/tests/py/deviant_server.py'", GT_SOURCE_DIR);
+    FILE *srv = popen(cmd, "r");
+    ck_assert_ptr_nonnull(srv);
+    char line[256] = "";
+    gt_test_server s = {0};
+    int pid = 0;
+    ck_assert_msg(fgets(line, sizeof line, srv) &&
+                      sscanf(line, "listening on http://127.0.0.1:%d pid %d", &s.port, &pid) == 2,
+                  "deviant_server.py did not start: %s", line);
+    lines l;
+    double t0 = gt_test_now();
+    run_worker(&s, "[\"functional\"]", "{}", &l);
+    double took = gt_test_now() - t0;
+    expect_status(&l, "functional", "bad_request", "fail");
+    const char *m = message(&l, "functional", "bad_request");
+    ck_assert_msg(strstr(m, "max_tokens -1 was not refused within 5 s") &&
+                      strstr(m, "OpenAI answers 400"), "%s", m);
+    expect_status(&l, "functional", "unknown_model", "fail");
+    m = message(&l, "functional", "unknown_model");
+    ck_assert_msg(strstr(m, "an unknown model name was accepted (HTTP 200") &&
+                      strstr(m, "OpenAI answers 404"), "%s", m);
+    expect_status(&l, "functional", "negative_temperature", "fail");
+    m = message(&l, "functional", "negative_temperature");
+    ck_assert_msg(strstr(m, "HTTP 422 (OpenAI answers 400)"), "%s", m);
+    const char *fine[] = {"bad_json", "missing_prompt", "stop_type", "oversized_prompt"};
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
+        expect_status(&l, "functional", fine[i], "pass");
+    /* The 20 s request was given up after 5 s: the whole suite is well
+     * under the server's delay plus the rest. */
+    ck_assert_msg(took < 15, "the functional suite took %.1f s", took);
+    cJSON_Delete(l.all);
+    kill(pid, SIGTERM);
+    pclose(srv);
+}
+END_TEST
+
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -466,6 +510,7 @@ int main(void)
                    gt_test_llama_is_stories() || gt_test_smollm2() != NULL,
                    "the stand-in for stories260K has synth's tokenizer, so another tokenizer "
                    "needs SmolLM2, which was not found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
+    tcase_add_test(suites, test_functional_names_deviations_within_deadlines);
     suite_add_tcase(s, suites);
     int rc = gt_test_run(s);
     gt_test_sh("rm -rf '%s'", gt_test_tmp(""));

@@ -378,7 +378,7 @@ END_TEST
 
 START_TEST(test_lenient_on_unknown_fields)
 {
-    cJSON *o = complete("{\"model\": \"whatever\", \"prompt\": [\"Once\"], \"max_tokens\": 2, "
+    cJSON *o = complete("{\"model\": \"stories260K.gguf\", \"prompt\": [\"Once\"], \"max_tokens\": 2, "
                         "\"user\": \"u1\", \"x_extra\": {\"a\": [1]}, \"n\": 1, "
                         "\"presence_penalty\": 0, \"temperature\": null, \"stop\": null}");
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "completion_tokens")->valueint, 2);
@@ -415,6 +415,7 @@ START_TEST(test_malformed_requests)
         {"POST", "/v1/completions", "[1, 2]", NULL, 400, NULL},
         {"POST", "/v1/completions", "{\"prompt\": \"x\"} trailing", NULL, 400, NULL},
         {"POST", "/v1/completions", "{}", NULL, 400, "prompt"},
+        {"POST", "/v1/completions", "{\"prompt\": \"x\", \"model\": \"nope\"}", NULL, 404, "model"},
         {"POST", "/v1/completions", "{\"prompt\": 3}", NULL, 400, "prompt"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2]}", NULL, 400, "prompt"},
         {"POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": -1}", NULL, 400, "max_tokens"},

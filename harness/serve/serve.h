@@ -36,6 +36,7 @@ typedef struct gt_serve_error {
     int status;         /* HTTP status */
     const char *type;   /* "invalid_request_error", "server_error", ... */
     const char *param;  /* the offending request field, or NULL */
+    const char *code;   /* e.g. "model_not_found", or NULL */
     char message[512];
 } gt_serve_error;
 
@@ -47,6 +48,7 @@ char *gt_serve_error_json(const gt_serve_error *e);
 
 typedef struct gt_serve_req {
     bool chat;          /* /v1/chat/completions: messages, not prompt */
+    char *model;        /* the "model" asked for, or NULL when not given */
     char *prompt;       /* completions */
     gt_chat_msg *messages; /* chat */
     int n_messages;

@@ -331,6 +331,17 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
         free(j);
         return respond_error(c, &e, NULL);
     }
+    if (j->req.model && strcmp(j->req.model, s->ctx->model_id) != 0) {
+        /* As OpenAI: a model the server does not have is a 404, not a
+         * silent answer from another model. */
+        gt_serve_fail(&e, 404, "invalid_request_error", "model",
+                      "the model '%s' does not exist here; this server has '%s' (GET /v1/models)",
+                      j->req.model, s->ctx->model_id);
+        e.code = "model_not_found";
+        gt_serve_req_free(&j->req);
+        free(j);
+        return respond_error(c, &e, NULL);
+    }
     j->ids = gt_serve_tokenize(s->ctx, &j->req, &j->n_ids, &e);
     if (!j->ids) {
         gt_serve_req_free(&j->req);

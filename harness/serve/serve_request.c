@@ -22,6 +22,7 @@ int gt_serve_fail(gt_serve_error *e, int status, const char *type, const char *p
     e->status = status;
     e->type = type;
     e->param = param;
+    e->code = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -39,7 +40,10 @@ char *gt_serve_error_json(const gt_serve_error *e)
         cJSON_AddStringToObject(err, "param", e->param);
     else
         cJSON_AddNullToObject(err, "param");
-    cJSON_AddNullToObject(err, "code");
+    if (e->code)
+        cJSON_AddStringToObject(err, "code", e->code);
+    else
+        cJSON_AddNullToObject(err, "code");
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
@@ -227,6 +231,8 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
     const cJSON *model = field(o, "model");
     if (model && !cJSON_IsString(model))
         return bad(e, "model", "'model' must be a string");
+    if (model && !(r->model = strdup(model->valuestring)))
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
     long v = r->max_tokens;
     if (get_int(o, "max_tokens", 0, cap, &v, e) ||
         (r->chat && get_int(o, "max_completion_tokens", 0, cap, &v, e)))
@@ -356,6 +362,8 @@ void gt_serve_req_free(gt_serve_req *r)
 {
     free(r->prompt);
     r->prompt = NULL;
+    free(r->model);
+    r->model = NULL;
     for (int i = 0; i < r->n_messages; i++) {
         free(r->messages[i].role);
         free(r->messages[i].content);

@@ -28,12 +28,12 @@ def start(model, *extra):
 msgs = [{"role": "user", "content": "What is the capital of France?"}]
 p, cl = start(smol)
 try:
-    r = cl.chat.completions.create(model="m", messages=msgs, max_tokens=40, temperature=0)
+    r = cl.chat.completions.create(model=cl.models.list().data[0].id, messages=msgs, max_tokens=40, temperature=0)
     text = r.choices[0].message.content
     assert r.choices[0].message.role == "assistant", r
     assert "Paris" in text, text
     assert r.choices[0].finish_reason == "stop", r
-    chunks = list(cl.chat.completions.create(model="m", messages=msgs, max_tokens=40,
+    chunks = list(cl.chat.completions.create(model=cl.models.list().data[0].id, messages=msgs, max_tokens=40,
                                              temperature=0, stream=True))
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == text, (streamed, text)
@@ -52,13 +52,18 @@ try:
             n += len(json.loads(out)["tokens"])
     assert r.usage.prompt_tokens == n, (r.usage.prompt_tokens, n)
     print(f"PASS chatml: {text!r}, {n} prompt tokens as jinja2 renders the template, stream equal")
+    try:
+        cl.chat.completions.create(model="no-such-model", messages=msgs, max_tokens=4)
+        raise SystemExit("FAIL: a chat request for an unknown model was answered")
+    except openai.NotFoundError as e:
+        print("PASS unknown model: 404:", e.message)
 finally:
     p.terminate(); p.wait(10)
 
 if gemma:
     p, cl = start(gemma)
     try:
-        cl.chat.completions.create(model="m", messages=msgs, max_tokens=4)
+        cl.chat.completions.create(model=cl.models.list().data[0].id, messages=msgs, max_tokens=4)
         raise SystemExit("FAIL: a model with no chat template answered a chat request")
     except openai.BadRequestError as e:
         assert "chat_template" in str(e), e
