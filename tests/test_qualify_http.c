@@ -45,6 +45,9 @@ static const char *g_stories;
 #define q_int(...) gt_test_q_int(__VA_ARGS__)
 #define q_text(...) gt_test_q_text(__VA_ARGS__)
 #define now() gt_test_now()
+#define KNOWN(check)                                                                      \
+    "{\"backend\": \"deviant\", \"check\": \"functional." check "\", \"status\": \"xfail\", " \
+    "\"reason\": \"deviant: functional." check "\"}"
 
 /* A matrix on stories260K (or its stand-in, gt_test_llama) f32 with the given backends and a smoke tier. */
 static const char *matrix(const char *name, const char *backends, const char *extra)
@@ -444,6 +447,67 @@ START_TEST(backends_option_filters_cells)
 }
 END_TEST
 
+/* A backend's known deviations, marked in the matrix as xfail checks with
+ * a reason, make its cell xfail (a documented limitation the gate allows)
+ * and name them; without the marks it fails; a marked check that passes
+ * makes it xpass, which the gate refuses. The server is
+ * tests/py/deviant_server.py. */
+START_TEST(known_deviations_are_xfail_checks)
+{
+    char cmd[1024], line[256] = "";
+    snprintf(cmd, sizeof cmd, "exec python3 '%s/tests/py/deviant_server.py'", GT_SOURCE_DIR);
+    FILE *srv = popen(cmd, "r");
+    ck_assert_ptr_nonnull(srv);
+    int port = 0, pid = 0;
+    ck_assert_msg(fgets(line, sizeof line, srv) &&
+                      sscanf(line, "listening on http://127.0.0.1:%d pid %d", &port, &pid) == 2,
+                  "deviant_server.py did not start: %s", line);
+    static const char *const marks[] = {
+        "",
+        ", \"expect\": [" KNOWN("bad_request") ", " KNOWN("negative_temperature") ", "
+        KNOWN("unknown_model") "]",
+        ", \"expect\": [" KNOWN("bad_request") ", " KNOWN("negative_temperature") ", "
+        KNOWN("unknown_model") ", " KNOWN("bad_json") "]",
+    };
+    static const char *const want_status[] = {"fail\n", "xfail\n", "xpass\n"}; /* q_text: a line per row */
+    static const int want_rc[] = {1, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        char text[4096], name[32], db[32];
+        snprintf(text, sizeof text,
+                 "{\"name\": \"deviant\", \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],"
+                 " \"quants\": [\"f32\"], \"backends\": [{\"id\": \"deviant\", \"backend\": \"http\","
+                 " \"endpoint\": \"http://127.0.0.1:%d/v1\"}], \"defaults\": {\"timeout_s\": 60,"
+                 " \"threads\": 1}, \"tiers\": {\"functional\": {\"suites\": [\"functional\"]}}%s}",
+                 g_stories, port, marks[i]);
+        snprintf(name, sizeof name, "deviant%d.json", i);
+        snprintf(db, sizeof db, "deviant%d.sqlite", i);
+        gt_test_write_file(path_in(name), text, strlen(text));
+        int rc = run(BIN " qualify '%s' --db %s", path_in(name), db);
+        ck_assert_msg(rc == want_rc[i], "case %d: exit %d:\n%s", i, rc, g_out);
+        sqlite3 *h = db_open(db);
+        const char *st = q_text(h, "SELECT status FROM cells");
+        ck_assert_msg(!strcmp(st, want_status[i]), "case %d: %s:\n%s", i, st, g_out);
+        const char *r = q_text(h, "SELECT reason FROM cells");
+        if (i == 1)
+            ck_assert_msg(strstr(r, "known limitation (deviant: functional.bad_request): "
+                                    "functional.bad_request: max_tokens -1 was not refused "
+                                    "within 5 s") &&
+                              strstr(r, "[+2 more known-failing checks]"),
+                          "%s", r);
+        if (i == 2)
+            ck_assert_msg(strstr(r, "functional.bad_json was expected to fail (deviant: "
+                                    "functional.bad_json) but passed"),
+                          "%s", r);
+        /* The checks keep what they measured, marked or not. */
+        ck_assert_str_eq(q_text(h, "SELECT status FROM results WHERE check_name = 'unknown_model'"),
+                         "fail\n");
+        sqlite3_close(h);
+    }
+    kill(pid, SIGTERM);
+    pclose(srv);
+}
+END_TEST
+
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -461,6 +525,7 @@ int main(void)
     tcase_add_test(tc, crashed_worker_leaves_no_server);
     tcase_add_test(tc, suite_without_http_variant_skips);
     tcase_add_test(tc, backends_option_filters_cells);
+    tcase_add_test(tc, known_deviations_are_xfail_checks);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

@@ -202,8 +202,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         raw = final = cj->preset_status;
         snprintf(reason, sizeof reason, "%s", cj->preset_reason);
     } else {
-        gt_verdict_judge(o, c->timeout_s, c->expected, c->expect_reason, &raw, &final, reason,
-                         sizeof reason);
+        gt_verdict_judge_cell(o, c, &raw, &final, reason, sizeof reason);
     }
     cJSON *results = cJSON_CreateArray(), *metrics = cJSON_CreateArray();
     cJSON *devices = cJSON_CreateArray(), *refs = cJSON_CreateArray();

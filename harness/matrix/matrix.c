@@ -647,7 +647,7 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
     }
 
     static const char *const EXCL[] = {"reason", NULL};
-    static const char *const EXPK[] = {"status", "reason", NULL};
+    static const char *const EXPK[] = {"status", "reason", "check", NULL};
     if (rules(v, d, "", "exclude", EXCL, &m->exclude, &m->n_exclude) ||
         rules(v, d, "", "expect", EXPK, &m->expect, &m->n_expect) ||
         rules(v, d, "", "include", NULL, &m->include, &m->n_include))
@@ -661,8 +661,26 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         if (cJSON_IsString(c))
             return gt_jv_fail(v, p, "expected an object {\"cell\": PATTERN, \"status\": "
                                     "\"xfail\", \"reason\": \"...\"}");
-        if (gt_jv_str(v, c, p, "status", true, &st) || gt_jv_str(v, c, p, "reason", true, &r->reason))
+        if (gt_jv_str(v, c, p, "status", true, &st) || gt_jv_str(v, c, p, "reason", true, &r->reason) ||
+            gt_jv_str(v, c, p, "check", false, &r->check))
             return -1;
+        if (r->check) {
+            char q[GT_JV_PATH], suite[64];
+            const char *dot = strchr(r->check, '.');
+            size_t n = dot ? (size_t)(dot - r->check) : 0;
+            if (n) {
+                snprintf(suite, sizeof suite, "%.*s", (int)(n < 63 ? n : 63), r->check);
+            }
+            if (!dot || !n || !dot[1] || !gt_suite_find(suite))
+                return gt_jv_fail(v, gt_jv_key(q, p, "check"),
+                                  "expected \"<suite>.<check>\" of a known suite "
+                                  "(\"functional.unknown_model\"), got \"%s\"",
+                                  r->check);
+            if (strcmp(st, "xfail") != 0)
+                return gt_jv_fail(v, gt_jv_key(q, p, "status"),
+                                  "a \"check\" expectation is \"xfail\" (a known deviation), "
+                                  "got \"%s\"", st);
+        }
         if (strcmp(st, "xfail") == 0)
             r->status = GT_ST_XFAIL;
         else if (strcmp(st, "skip") == 0)

@@ -32,7 +32,8 @@
 #include "base.h"
 #include "quant_scheme.h"
 
-#define GT_CELL_ID_MAX 272 /* four identifiers of up to 64 chars and three '/' */
+#define GT_CELL_ID_MAX 272
+#define GT_CELL_MAX_KNOWN 16 /* known-failing checks per cell */ /* four identifiers of up to 64 chars and three '/' */
 
 typedef struct gt_mx_model {
     char id[65];
@@ -85,6 +86,7 @@ typedef struct gt_mx_rule {
     const char *axis[4]; /* model, quant, backend, driver; NULL = any */
     const char *reason;
     gt_status status;    /* expectations: GT_ST_XFAIL or GT_ST_SKIP */
+    const char *check;   /* expectations: "suite.check" known to fail, or NULL (the cell) */
     const cJSON *metrics; /* tolerance overrides */
     char path[64];       /* JSON path, for "matches no cell" */
 } gt_mx_rule;
@@ -151,6 +153,10 @@ typedef struct gt_cell {
     const gt_mx_driver *driver;
     gt_status expected;        /* GT_ST_PASS, GT_ST_XFAIL or GT_ST_SKIP */
     const char *expect_reason;
+    /* Checks of this cell known to fail (expect entries with "check"): such
+     * a failure alone makes the cell xfail, such a check passing xpass. */
+    const gt_mx_rule *known[GT_CELL_MAX_KNOWN];
+    int n_known;
     bool required;             /* by the tier's gate policy */
     double timeout_s;
     int64_t memory_mb;         /* 0 = unlimited */

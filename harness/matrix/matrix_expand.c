@@ -295,8 +295,13 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
         c->backend = r->backend;
         c->driver = r->driver;
         c->expected = GT_ST_PASS;
+        c->n_known = 0;
+        for (int e = 0; e < m->n_expect; e++)
+            if (m->expect[e].check && c->n_known < GT_CELL_MAX_KNOWN &&
+                gt_rule_match(&m->expect[e], r->id))
+                c->known[c->n_known++] = &m->expect[e];
         for (int e = 0; e < m->n_expect; e++) {
-            if (gt_rule_match(&m->expect[e], r->id)) {
+            if (!m->expect[e].check && gt_rule_match(&m->expect[e], r->id)) {
                 c->expected = m->expect[e].status;
                 c->expect_reason = m->expect[e].reason;
                 break;

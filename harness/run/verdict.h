@@ -10,18 +10,27 @@
  * (the expectation is stale). The reason names the first failing check or
  * metric with its value and tolerance, which is what the gate prints; a
  * backend that would not open (check backend.open) gives its message alone,
- * "bad driver setting: ...". */
+ * "bad driver setting: ...". Checks known to fail (see gt_verdict_judge_cell)
+ * are judged after everything else. */
 #ifndef GT_VERDICT_H
 #define GT_VERDICT_H
 
 #include <stddef.h>
 
+#include "matrix.h"
 #include "runner.h"
 #include "base.h"
 
 void gt_verdict_judge(const gt_outcome *o, double timeout_s, gt_status expected,
                       const char *expect_reason, gt_status *raw, gt_status *final, char *reason,
                       size_t cap);
+/* The same for a matrix cell, with its checks known to fail (expect entries
+ * with "check"): when the only failures are such checks the raw status is
+ * fail and the final one xfail, "known limitation (REASON): suite.check:
+ * message"; when such a check passed and nothing else failed, xpass (the
+ * expectation is stale). Anything else failing is judged as usual. */
+void gt_verdict_judge_cell(const gt_outcome *o, const gt_cell *c, gt_status *raw,
+                           gt_status *final, char *reason, size_t cap);
 
 /* "SIGSEGV (Segmentation fault)" */
 void gt_signal_describe(int sig, char *out, size_t cap);

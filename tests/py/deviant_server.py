@@ -7,7 +7,7 @@ within its deadline.
   model not "deviant"     answered 200 (OpenAI: 404)
   temperature < 0         422 with an error object (OpenAI: 400)
   anything else invalid   400 with an error object (as OpenAI)
-  a valid request         200 with a fixed completion
+  a valid request         200: max_tokens words, cut at a stop string
 
 Prints "listening on http://127.0.0.1:PORT pid PID" on stdout, then serves until
 killed.
@@ -19,10 +19,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def completion(text):
+def completion(text, n=1, finish="length"):
     return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "deviant",
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -70,7 +70,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(400, "'stop' must be a string or an array")
         if len(q["prompt"]) > 4000:  # the stand-in context
             return self.error(400, "the prompt is longer than the context")
-        self.reply(200, completion("x"))
+        # A valid request: max_tokens tokens " w0 w1 ...", cut at a stop string.
+        n = q.get("max_tokens", 16)
+        text = "".join(f" w{i}" for i in range(n))
+        stop = q.get("stop")
+        for s in [stop] if isinstance(stop, str) else (stop or []):
+            if s and s in text:
+                text = text[:text.index(s)]
+                return self.reply(200, completion(text, text.count(" w"), "stop"))
+        self.reply(200, completion(text, n))
 
 
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
