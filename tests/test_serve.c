@@ -378,9 +378,15 @@ END_TEST
 
 START_TEST(test_lenient_on_unknown_fields)
 {
-    cJSON *o = complete("{\"model\": \"stories260K.gguf\", \"prompt\": [\"Once\"], \"max_tokens\": 2, "
-                        "\"user\": \"u1\", \"x_extra\": {\"a\": [1]}, \"n\": 1, "
-                        "\"presence_penalty\": 0, \"temperature\": null, \"stop\": null}");
+    /* "model" names the served one (the file's name, as GET /v1/models lists it). */
+    const char *slash = strrchr(model_path, '/');
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\": \"%s\", \"prompt\": [\"Once\"], \"max_tokens\": 2, "
+             "\"user\": \"u1\", \"x_extra\": {\"a\": [1]}, \"n\": 1, "
+             "\"presence_penalty\": 0, \"temperature\": null, \"stop\": null}",
+             slash ? slash + 1 : model_path);
+    cJSON *o = complete(body);
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "completion_tokens")->valueint, 2);
     cJSON_Delete(o);
     /* `curl -d` sends a form content type; the body is still JSON. */
