@@ -93,7 +93,18 @@ static const gt_metric_def METRICS[] = {
      "bits of the activations the matrix products see: 32, or 8 where the backend quantizes "
      "them (cpu with GT_CPU_ACT=q8, its device extra says act=q8)"},
     {"logprob_max_abs_diff", "nats", -1, false, NULL,
-     "http cells: max |server logprob - reference logprob| of the eval text's tokens"},
+     "http cells: max |server logprob - reference logprob| over the eval token and the "
+     "alternatives both list"},
+    {"drift_kld_topn_mean", "nats", -1, false, NULL,
+     "http cells: mean KL(ref || server) over {the tokens in both top lists} + {the rest "
+     "lumped}, a lower bound on the full KL"},
+    {"drift_kld_topn_max", "nats", -1, false, NULL,
+     "http cells: the largest such KL of any scored position"},
+    {"logprob_alternatives", "count", 0, false, NULL,
+     "http cells: fewest alternatives the server returned at a scored position"},
+    {"echo_method", "flag", 0, false, NULL,
+     "http cells: 1 = scored from the echo's prompt logprobs, 0 = by next-token requests "
+     "(the server gives no prompt logprobs)"},
     {NULL},
 };
 
@@ -112,6 +123,11 @@ static const gt_setting_def SETTINGS[] = {
     {"n_gen", GT_SET_INT, "greedy tokens per prompt (default 16; 0 = no greedy check)"},
     {"f32", GT_SET_BOOL, "compare with the f32 reference too (default true)"},
     {"min_top1", GT_SET_NUM, "http cells: check top1 fails below this drift_top1 (default 0.9)"},
+    {"method", GT_SET_STR, "http cells: \"auto\" (default: echo when the server returns prompt "
+                           "logprobs, else next-token), \"echo\" or \"next-token\""},
+    {"top_logprobs", GT_SET_INT, "http cells: alternatives asked per position, 1..20 (default "
+                                 "20; fewer when the server refuses that many)"},
+    {"concurrency", GT_SET_INT, "http cells, next-token method: requests in flight (default 4)"},
     {NULL},
 };
 

@@ -1,33 +1,42 @@
 /* http_accuracy.c: the accuracy suite against an OpenAI-compatible server,
  * through the logprobs it returns.
  *
- * A server gives no logits, only, per prompt token with echo, the logprob
- * of that token and the top-N alternatives keyed by their text. So this
- * measures what that allows, on the accuracy suite's window: the eval text
- * is tokenized with the artifact's tokenizer and cut into the same chunks
- * (n_ctx tokens, BOS first when the model adds one, the second half of each
- * scored, max_scored). Each chunk's text (its tokens decoded) is sent as
- * one completion with echo, max_tokens 0 (1 when a server rejects 0, the
- * generated token then ignored), logprobs 1 and temperature 0. Positions are
- * aligned by tokenizing that text locally: the server's token count must
- * equal ours (check token_count, both counts in the message; a server that
- * leaves the BOS out of the echo is aligned one off). At each scored
- * position:
- *   drift_top1   the server's top-1 alternative (the largest entry of
- *                top_logprobs) is the text of the reference backend's argmax
- *                on the artifact; the check top1 fails below the setting
+ * A server gives no logits, only logprobs of tokens and of their top-N
+ * alternatives keyed by their text. So this measures what that allows, on
+ * the accuracy suite's window: the eval text is tokenized with the
+ * artifact's tokenizer and cut into the same chunks (n_ctx tokens, BOS first
+ * when the model adds one, the second half of each scored, max_scored). The
+ * server's view of each scored position comes one of two ways (the setting
+ * "method"; "auto" probes once per cell, on the first chunk):
+ *   echo        each chunk's text (its tokens decoded) as one completion with
+ *               echo, max_tokens 0 (1 when a server rejects 0, the generated
+ *               token then ignored), logprobs N and temperature 0; positions
+ *               are aligned by tokenizing that text locally: the server's
+ *               token count must equal ours (check token_count; a server
+ *               that leaves the BOS out of the echo is aligned one off);
+ *   next-token  when the echo carries no prompt logprobs (llama-server, chat
+ *               endpoints): one request per position on its prefix
+ *               (http_accuracy_next.c).
+ * At each scored position (http_accuracy_score.c):
+ *   drift_top1   the server's top-1 alternative is the text of the reference
+ *                backend's argmax on the artifact; the check top1 fails below
  *                min_top1 (default 0.9), the metric takes the matrix's
  *                tolerance as the normal suite's does;
- *   ppl, drift_ppl_ratio   from the logprobs of the actual tokens, the
- *                server's perplexity and its ratio to the reference's;
- *   logprob_max_abs_diff   max |server logprob - reference logprob| of the
- *                actual token (0 up to printing precision when the server
- *                computes exactly what the reference does).
+ *   drift_kld_topn_mean/max   KL(reference || server) with the tokens both
+ *                top lists name kept apart and the rest lumped;
+ *   ppl, drift_ppl_ratio   from the eval tokens' logprobs, when the server
+ *                gave them at every position (the echo method);
+ *   logprob_max_abs_diff   max |server - reference| logprob over the eval
+ *                token and the shared alternatives (0 up to printing
+ *                precision when the server computes what the reference does);
+ *   echo_method, logprob_alternatives   how it was scored, and the fewest
+ *                alternatives any position had.
  * Then greedy agreement over the prompt set as the normal suite (metrics
  * greedy_match, greedy_first_div; its cache entry), judged on text.
  *
- * The reference (argmax, actual token and its logprob per scored position)
- * is cached under "accuracy-http", keyed by artifact, eval text and window. */
+ * The reference (argmax, eval token and its logprob, top GT_HA_TOPN per
+ * scored position) is cached under "accuracy-http", keyed by artifact, eval
+ * text and window. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,25 +47,15 @@
 #include "gt/session.h"
 #include "gt/tokenizer.h"
 #include "greedy.h"
-#include "http_common.h"
+#include "http_accuracy.h"
 #include "metrics.h"
 #include "promptset.h"
 #include "suite.h"
 
-typedef struct ref_pos {
-    int32_t argmax, correct;
-    float lp; /* reference logprob of the correct token */
-} ref_pos;
-
 #define HTTP_BLOB_MAGIC 0x47544852u /* "GTHR" */
 
-typedef struct chunk {
-    char *text;   /* the chunk's tokens, decoded */
-    int32_t *ids; /* the artifact's tokenization of text (BOS rule) */
-    int n;
-    int first;    /* first scored position j (predicting ids[j+1]) */
-    int n_scored;
-} chunk;
+typedef gt_ha_chunk chunk;
+typedef gt_ha_ref ref_pos;
 
 /* The chunks of the accuracy window; returns the count, -1 with err. */
 static int make_chunks(gt_suite_ctx *c, const gt_model *m, int n_ctx, int max_scored,
@@ -137,7 +136,7 @@ static int reference(gt_suite_ctx *c, const gt_model *m, const chunk *ch, int n_
                      gt_err *err)
 {
     char settings[96], key[65];
-    snprintf(settings, sizeof settings, "n_ctx=%d;n_pos=%d;http-v1", n_ctx, n_pos);
+    snprintf(settings, sizeof settings, "n_ctx=%d;n_pos=%d;top=%d;http-v2", n_ctx, n_pos, GT_HA_TOPN);
     gt_suite_ref_key(c, "accuracy-http", hash, settings, key);
     size_t want = 8 + (size_t)n_pos * sizeof(ref_pos);
     void *data = NULL;
@@ -200,10 +199,17 @@ static int reference(gt_suite_ctx *c, const gt_model *m, const chunk *ch, int n_
             gt_log_softmax(xj, n_vocab, lp);
             ref_pos p = {.argmax = gt_argmax(xj, n_vocab), .correct = ch[i].ids[j + 1],
                          .lp = (float)lp[ch[i].ids[j + 1]]};
+            int kk = n_vocab < GT_HA_TOPN ? n_vocab : GT_HA_TOPN;
+            gt_top_k(xj, n_vocab, kk, p.top_id);
+            for (int q = 0; q < GT_HA_TOPN; q++) {
+                p.top_id[q] = q < kk ? p.top_id[q] : -1;
+                p.top_lp[q] = q < kk ? (float)lp[p.top_id[q]] : -INFINITY;
+            }
             memcpy(&r[pos], &p, sizeof p);
         }
     }
-    if (gt_suite_ref_put(c, key, "accuracy http reference (argmax, token, logprob per position)",
+    if (gt_suite_ref_put(c, key,
+                         "accuracy http reference (argmax, token, its logprob, top-20 per position)",
                          blob, want, err) != 0)
         goto out;
     ref_pos *res = malloc((size_t)n_pos * sizeof *res + 1);
@@ -221,18 +227,6 @@ out:
     free(x);
     free(lp);
     return rc;
-}
-
-/* The key with the largest value of a top_logprobs object, or NULL. */
-static const char *top_key(const cJSON *top)
-{
-    const cJSON *best = NULL, *it;
-    cJSON_ArrayForEach(it, top)
-    {
-        if (cJSON_IsNumber(it) && (!best || it->valuedouble > best->valuedouble))
-            best = it;
-    }
-    return best ? best->string : NULL;
 }
 
 /* Greedy continuations of the prompt set vs the reference, on text. */
@@ -298,41 +292,20 @@ out:
     return rc;
 }
 
-int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
+/* The echo method: each chunk as one completion with echo and its prompt
+ * logprobs. Returns 1 (why set) when fallback is allowed and the first
+ * chunk's reply has no prompt logprobs or echo is refused; 0 when done (a
+ * server failure is a failed check and sets *failed); -1 with err. */
+static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const chunk *ch,
+                      int n_chunks, const ref_pos *ref, int n_top, bool fallback, gt_ha_sum *s,
+                      bool *failed, bool *extra_used, char *why, size_t why_cap, gt_err *err)
 {
-    int n_ctx = (int)gt_suite_int(c, "n_ctx", 128);
-    int max_scored = (int)gt_suite_int(c, "max_scored", 0);
-    double min_top1 = gt_suite_num(c, "min_top1", 0.9);
-    if (n_ctx < 8 || n_ctx > 4096 || max_scored < 0)
-        return gt_err_set(err, "accuracy settings: n_ctx must be 8..4096, max_scored >= 0");
-    gt_hc t;
-    gt_model *m;
-    if (gt_hc_open_model(c, &t, &m, err) != 0)
-        return -1;
-    chunk *ch = NULL;
-    int n_pos = 0;
-    char hash[65], path[1024];
-    int n_chunks = make_chunks(c, m, n_ctx, max_scored, &ch, &n_pos, hash, path, sizeof path,
-                               err);
-    if (n_chunks < 0)
-        return -1;
-    ref_pos *ref = NULL;
-    bool cached = false;
-    int rc = -1;
-    double t0 = gt_suite_now();
-    if (reference(c, m, ch, n_chunks, n_pos, n_ctx, hash, &ref, &cached, err) != 0)
-        goto out;
-    gt_suite_log(c, "reference %s in %.2f s", cached ? "cached" : "computed", gt_suite_now() - t0);
-
     const gt_tokenizer *tok = gt_model_tokenizer(m);
     bool bos = gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0;
     int extra = 0; /* generated tokens in each answer (1 when max_tokens 0 is refused) */
-    long agree = 0, scored = 0;
-    int count_bad = 0, first_dis = -1;
-    char count_msg[400] = "", dis_msg[400] = "";
-    double nll_srv = 0, nll_ref = 0, lp_max = 0;
-    int pos = 0;
-    t0 = gt_suite_now();
+    int count_bad = 0, pos = 0, done = 0;
+    char count_msg[400] = "";
+    gt_hc_alt alt[64];
     for (int i = 0; i < n_chunks; i++) {
         const chunk *k = &ch[i];
         if (k->n_scored == 0)
@@ -341,39 +314,46 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
         gt_err e = {{0}};
         int r = -1;
         for (int attempt = 0; attempt < 2; attempt++) {
-            cJSON *req = gt_hc_request(&t, k->text, extra, 0);
-            if (!req) {
-                gt_err_set(err, "out of memory");
-                goto out;
-            }
+            cJSON *req = gt_hc_request(t, k->text, extra, 0);
+            if (!req)
+                return gt_err_set(err, "out of memory");
             cJSON_AddBoolToObject(req, "echo", true);
-            cJSON_AddNumberToObject(req, "logprobs", 1);
-            r = gt_hc_complete(&t, req, &cr, &e);
+            cJSON_AddNumberToObject(req, "logprobs", n_top);
+            r = gt_hc_complete(t, req, &cr, &e);
             cJSON_Delete(req);
             if (r == 0 || cr.status != 400 || extra == 1)
                 break;
             gt_suite_log(c, "max_tokens 0 refused (%s); asking for 1", e.msg);
             extra = 1;
         }
+        *extra_used = extra == 1;
+        int n_lp = r == 0 ? gt_hc_logprob_tokens(cr.logprobs) : -1;
+        if (fallback && done == 0 && (r != 0 ? cr.status == 400 : n_lp <= extra)) {
+            snprintf(why, why_cap, "%s",
+                     r != 0 ? e.msg
+                            : n_lp < 0 ? "the reply has no logprobs"
+                                       : "the reply's logprobs cover the generated tokens only");
+            if (r == 0)
+                gt_hc_completion_free(&cr);
+            return 1;
+        }
         if (r != 0) {
             gt_suite_check(c, "logprobs", false, "chunk %d: %s", i, e.msg);
-            rc = 0;
-            goto out;
+            *failed = true;
+            return 0;
         }
-        const cJSON *lp = cr.logprobs;
-        const cJSON *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
-        const cJSON *tlp = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs");
-        const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens");
-        if (!cJSON_IsArray(tops) || !cJSON_IsArray(tlp) || !cJSON_IsArray(toks)) {
+        if (n_lp <= extra) {
             gt_suite_check(c, "logprobs", false,
-                           "chunk %d: the echo reply has no logprobs.tokens/token_logprobs/"
-                           "top_logprobs arrays (finish_reason \"%s\")",
+                           "chunk %d: the echo reply has no prompt logprobs (neither "
+                           "logprobs.tokens/top_logprobs nor logprobs.content; finish_reason "
+                           "\"%s\")",
                            i, cr.finish);
             gt_hc_completion_free(&cr);
-            rc = 0;
-            goto out;
+            *failed = true;
+            return 0;
         }
-        int n_srv = cJSON_GetArraySize(toks) - extra;
+        done++;
+        int n_srv = n_lp - extra;
         int off = n_srv == k->n ? 0 : bos && n_srv == k->n - 1 ? -1 : 1 << 30;
         bool usage_ok = cr.prompt_tokens < 0 || cr.prompt_tokens == k->n ||
                         (off == -1 && cr.prompt_tokens == k->n - 1);
@@ -387,60 +367,120 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
             pos += k->n_scored;
             continue;
         }
-        for (int s = 0; s < k->n_scored; s++) {
-            int j = k->first + s, si = j + 1 + off;
-            const ref_pos *rp = &ref[pos + s];
-            const char *key = top_key(cJSON_GetArrayItem(tops, si));
-            char piece[256];
-            gt_hc_piece(m, rp->argmax, piece, sizeof piece);
-            bool same = key && strcmp(key, piece) == 0;
-            agree += same;
-            scored++;
-            if (!same && first_dis < 0) {
-                char qk[80], qp[80];
-                gt_hc_quote(key ? key : "(none)", qk, sizeof qk);
-                gt_hc_quote(piece, qp, sizeof qp);
-                first_dis = pos + s;
-                snprintf(dis_msg, sizeof dis_msg,
-                         "; first disagreement at chunk %d position %d: server \"%s\", "
-                         "reference \"%s\"",
-                         i, j + 1, qk, qp);
-            }
-            const cJSON *v = cJSON_GetArrayItem(tlp, si);
-            double ls = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-            nll_srv -= ls;
-            nll_ref -= rp->lp;
-            double d = fabs(ls - rp->lp);
-            if (!(d <= lp_max)) /* NaN (no logprob) makes it NaN */
-                lp_max = d;
+        for (int q = 0; q < k->n_scored; q++) {
+            int j = k->first + q;
+            double lp;
+            int n_alt = gt_hc_alternatives(cr.logprobs, j + 1 + off, alt, 64, &lp);
+            gt_ha_sum_add(s, m, &ref[pos + q], alt, n_alt > 0 ? n_alt : 0, lp, i, j + 1);
         }
         pos += k->n_scored;
         gt_hc_completion_free(&cr);
     }
-    gt_suite_log(c, "%d chunks through the server in %.2f s", n_chunks, gt_suite_now() - t0);
     if (count_bad)
         gt_suite_check(c, "token_count", false, "%d of %d chunks: %s", count_bad, n_chunks,
                        count_msg);
     else
         gt_suite_check(c, "token_count", true,
-                       "%d chunks of %s: the server's token counts equal the artifact's "
-                       "tokenizer's%s",
-                       n_chunks, path, extra ? " (max_tokens 0 refused: 1 used)" : "");
-    if (scored == 0) {
+                       "%d chunks: the server's token counts equal the artifact's tokenizer's%s",
+                       n_chunks, extra ? " (max_tokens 0 refused: 1 used)" : "");
+    return 0;
+}
+
+int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
+{
+    int n_ctx = (int)gt_suite_int(c, "n_ctx", 128);
+    int max_scored = (int)gt_suite_int(c, "max_scored", 0);
+    double min_top1 = gt_suite_num(c, "min_top1", 0.9);
+    const char *method = gt_suite_str(c, "method", "auto");
+    int n_top = (int)gt_suite_int(c, "top_logprobs", GT_HA_TOPN);
+    int n_conc = (int)gt_suite_int(c, "concurrency", 4);
+    if (n_ctx < 8 || n_ctx > 4096 || max_scored < 0)
+        return gt_err_set(err, "accuracy settings: n_ctx must be 8..4096, max_scored >= 0");
+    if (strcmp(method, "auto") != 0 && strcmp(method, "echo") != 0 &&
+        strcmp(method, "next-token") != 0)
+        return gt_err_set(err, "accuracy setting method: \"auto\", \"echo\" or \"next-token\", "
+                               "got \"%s\"",
+                          method);
+    if (n_top < 1 || n_top > GT_HA_TOPN || n_conc < 1 || n_conc > 16)
+        return gt_err_set(err, "accuracy settings: top_logprobs must be 1..%d, concurrency "
+                               "1..16",
+                          GT_HA_TOPN);
+    gt_hc t;
+    gt_model *m;
+    if (gt_hc_open_model(c, &t, &m, err) != 0)
+        return -1;
+    chunk *ch = NULL;
+    int n_pos = 0;
+    char hash[65], path[1024];
+    int n_chunks = make_chunks(c, m, n_ctx, max_scored, &ch, &n_pos, hash, path, sizeof path,
+                               err);
+    if (n_chunks < 0)
+        return -1;
+    ref_pos *ref = NULL;
+    bool cached = false, extra_used = false;
+    int rc = -1;
+    double t0 = gt_suite_now();
+    if (reference(c, m, ch, n_chunks, n_pos, n_ctx, hash, &ref, &cached, err) != 0)
+        goto out;
+    gt_suite_log(c, "reference %s in %.2f s", cached ? "cached" : "computed", gt_suite_now() - t0);
+
+    gt_ha_sum s;
+    gt_ha_sum_init(&s);
+    bool failed = false, echo = strcmp(method, "next-token") != 0;
+    int n_top_used = n_top;
+    if (echo) {
+        char why[400] = "";
+        t0 = gt_suite_now();
+        int r = score_echo(c, &t, m, ch, n_chunks, ref, n_top, strcmp(method, "auto") == 0, &s,
+                           &failed, &extra_used, why, sizeof why, err);
+        if (r < 0)
+            goto out;
+        if (r == 1) {
+            gt_suite_log(c, "echo gives no prompt logprobs (%s): scoring by next-token requests",
+                         why);
+            echo = false;
+        } else {
+            gt_suite_log(c, "%d chunks through the server (echo) in %.2f s", n_chunks,
+                         gt_suite_now() - t0);
+        }
+    }
+    if (!echo && gt_ha_next_token(c, &t, m, ch, n_chunks, ref, n_top, n_conc, &s, &n_top_used,
+                                  &failed, err) != 0)
+        goto out;
+    if (s.scored == 0) {
         gt_suite_check(c, "top1", false, "no position could be scored (%d planned)", n_pos);
         rc = 0;
         goto out;
     }
-    double top1 = (double)agree / (double)scored;
+    char how[160];
+    if (echo)
+        snprintf(how, sizeof how, "echo method (prompt logprobs%s), %d..%d alternatives",
+                 extra_used ? ", max_tokens 0 refused: 1 used" : "", s.alt_min, s.alt_max);
+    else
+        snprintf(how, sizeof how, "next-token method (no echo; %d alternatives asked), %d..%d "
+                                  "given",
+                 n_top_used, s.alt_min, s.alt_max);
+    double top1 = (double)s.agree / (double)s.scored;
     gt_suite_check(c, "top1", top1 >= min_top1,
-                   "%s reference; %ld/%ld positions: the server's top-1 is the reference "
-                   "backend's argmax (drift_top1 %.4f, min_top1 %.3g)%s",
-                   cached ? "cached" : "computed", agree, scored, top1, min_top1, dis_msg);
-    gt_suite_metric(c, "scored_tokens", (double)scored);
+                   "%s reference; %ld/%ld positions by the %s: the server's top-1 is the "
+                   "reference backend's argmax (drift_top1 %.4f, min_top1 %.3g)%s",
+                   cached ? "cached" : "computed", s.agree, s.scored, how, top1, min_top1,
+                   s.dis_msg);
+    gt_suite_metric(c, "scored_tokens", (double)s.scored);
+    gt_suite_metric(c, "echo_method", echo ? 1 : 0);
+    gt_suite_metric(c, "logprob_alternatives", s.alt_min);
     gt_suite_metric(c, "drift_top1", top1);
-    gt_suite_metric(c, "ppl", exp(nll_srv / (double)scored));
-    gt_suite_metric(c, "drift_ppl_ratio", exp((nll_srv - nll_ref) / (double)scored));
-    gt_suite_metric(c, "logprob_max_abs_diff", lp_max);
+    gt_suite_metric(c, "drift_kld_topn_mean", s.kld_sum / (double)s.scored);
+    gt_suite_metric(c, "drift_kld_topn_max", s.kld_max);
+    if (s.nll_n == s.scored) {
+        gt_suite_metric(c, "ppl", exp(s.nll_srv / (double)s.scored));
+        gt_suite_metric(c, "drift_ppl_ratio", exp((s.nll_srv - s.nll_ref) / (double)s.scored));
+    } else {
+        gt_suite_log(c, "no ppl: the eval token's logprob is among the server's alternatives "
+                        "at %ld of %ld positions",
+                     s.nll_n, s.scored);
+    }
+    gt_suite_metric(c, "logprob_max_abs_diff", s.lp_max);
     if (greedy_http(c, &t, m, err) != 0)
         goto out;
     rc = 0;

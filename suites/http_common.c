@@ -1,6 +1,7 @@
 /* http_common.c: see http_common.h. */
 #include "http_common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,60 @@ void gt_hc_completion_free(gt_hc_completion *r)
 {
     cJSON_Delete(r->root);
     r->root = NULL;
+}
+
+static int by_lp_desc(const void *a, const void *b)
+{
+    double x = ((const gt_hc_alt *)a)->lp, y = ((const gt_hc_alt *)b)->lp;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int gt_hc_logprob_tokens(const cJSON *logprobs)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(logprobs, "content");
+    if (cJSON_IsArray(content))
+        return cJSON_GetArraySize(content);
+    const cJSON *tops = cJSON_GetObjectItemCaseSensitive(logprobs, "top_logprobs");
+    return cJSON_IsArray(tops) ? cJSON_GetArraySize(tops) : -1;
+}
+
+int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, double *lp)
+{
+    *lp = NAN;
+    int n = 0;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(logprobs, "content");
+    const cJSON *it;
+    if (cJSON_IsArray(content)) {
+        const cJSON *e = cJSON_GetArrayItem(content, i);
+        if (!cJSON_IsObject(e))
+            return -1;
+        const cJSON *own = cJSON_GetObjectItemCaseSensitive(e, "logprob");
+        if (cJSON_IsNumber(own))
+            *lp = own->valuedouble;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(e, "top_logprobs"))
+        {
+            const cJSON *tk = cJSON_GetObjectItemCaseSensitive(it, "token");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "logprob");
+            if (n < cap && cJSON_IsString(tk) && cJSON_IsNumber(v))
+                out[n++] = (gt_hc_alt){tk->valuestring, v->valuedouble};
+        }
+    } else {
+        const cJSON *tops = cJSON_GetObjectItemCaseSensitive(logprobs, "top_logprobs");
+        const cJSON *e = cJSON_GetArrayItem(tops, i);
+        if (!e)
+            return -1;
+        const cJSON *own =
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "token_logprobs"), i);
+        if (cJSON_IsNumber(own))
+            *lp = own->valuedouble;
+        cJSON_ArrayForEach(it, e)
+        {
+            if (n < cap && cJSON_IsNumber(it) && it->string)
+                out[n++] = (gt_hc_alt){it->string, it->valuedouble};
+        }
+    }
+    qsort(out, (size_t)n, sizeof *out, by_lp_desc);
+    return n;
 }
 
 void gt_hc_quote(const char *s, char *out, size_t cap)

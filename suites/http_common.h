@@ -65,6 +65,24 @@ typedef struct gt_hc_completion {
 int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err);
 void gt_hc_completion_free(gt_hc_completion *r);
 
+/* One alternative of a returned token: its text and logprob. */
+typedef struct gt_hc_alt {
+    const char *text; /* into the reply's cJSON */
+    double lp;
+} gt_hc_alt;
+
+/* The alternatives of token i of a completion's logprobs, in either shape a
+ * server uses: the legacy completions one (top_logprobs[i] an object
+ * {text: logprob}, token_logprobs[i]) or the chat one that llama-server
+ * gives on /v1/completions too (content[i] = {token, logprob, top_logprobs:
+ * [{token, logprob}]}). Up to cap into out, largest first; returns how many,
+ * -1 when logprobs has no token i in either shape. *lp gets token i's own
+ * logprob (NaN when absent). */
+int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, double *lp);
+
+/* How many tokens logprobs describes in either shape, -1 when neither. */
+int gt_hc_logprob_tokens(const cJSON *logprobs);
+
 /* s escaped to stand between double quotes in a message (newline, '"', '\\'),
  * cut to fit cap. */
 void gt_hc_quote(const char *s, char *out, size_t cap);

@@ -211,8 +211,9 @@ static void run_worker(const gt_test_server *s, const char *suites, const char *
         cJSON_AddItemToArray(out->all, o);
     }
     int st = pclose(p);
-    snprintf(name, sizeof name, "%s.log", spec_path);
-    char *log = gt_test_slurp(name);
+    char log_path[1024];
+    snprintf(log_path, sizeof log_path, "%s.log", spec_path);
+    char *log = gt_test_slurp(log_path);
     snprintf(out->log, sizeof out->log, "%s", log ? log : "");
     free(log);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker exit %d; log: %s", st,
@@ -440,6 +441,65 @@ START_TEST(test_suites_fail_against_another_tokenizer)
 }
 END_TEST
 
+/* Starts tests/py/SCRIPT with args and reads the port and pid it
+ * prints: "listening on http://127.0.0.1:PORT pid PID". */
+static FILE *py_server(const char *script, const char *args, gt_test_server *s, int *pid)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec python3 '%s/tests/py/%s' %s", GT_SOURCE_DIR, script, args);
+    FILE *srv = popen(cmd, "r");
+    ck_assert_ptr_nonnull(srv);
+    char line[256] = "";
+    ck_assert_msg(fgets(line, sizeof line, srv) &&
+                      sscanf(line, "listening on http://127.0.0.1:%d pid %d", &s->port, pid) == 2,
+                  "%s did not start: %s", script, line);
+    return srv;
+}
+
+/* A server with no echo that answers logprobs in llama-server's shape
+ * (tests/py/noecho_proxy.py in front of the reference server): accuracy
+ * probes once, scores by next-token requests and says so; the same proxy
+ * with each position's two best alternatives swapped fails top-1 and shows
+ * the KL. */
+START_TEST(test_accuracy_without_echo)
+{
+    const char *settings = "{\"accuracy\": {\"max_scored\": 48, \"n_gen\": 0}}";
+    for (int swap = 0; swap < 2; swap++) {
+        char args[64];
+        snprintf(args, sizeof args, "%d %s", g_main.port, swap ? "swap" : "faithful");
+        gt_test_server s = {0};
+        int pid = 0;
+        FILE *srv = py_server("noecho_proxy.py", args, &s, &pid);
+        lines l;
+        run_worker(&s, "[\"accuracy\"]", settings, &l);
+        ck_assert_double_eq(value(&l, "accuracy", "echo_method"), 0);
+        ck_assert_double_eq(value(&l, "accuracy", "scored_tokens"), 48);
+        ck_assert_double_eq(value(&l, "accuracy", "logprob_alternatives"), 20);
+        ck_assert_ptr_null(find(&l, "metric", "accuracy", "ppl"));
+        ck_assert_msg(strstr(l.log, "echo gives no prompt logprobs"), "%s", l.log);
+        expect_status(&l, "accuracy", "token_count", "pass");
+        const char *m = message(&l, "accuracy", "top1");
+        ck_assert_msg(strstr(m, "by the next-token method (no echo; 20 alternatives asked)"), "%s",
+                      m);
+        if (!swap) {
+            expect_status(&l, "accuracy", "top1", "pass");
+            ck_assert_double_eq(value(&l, "accuracy", "drift_top1"), 1);
+            ck_assert_double_lt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-6);
+            ck_assert_double_lt(value(&l, "accuracy", "logprob_max_abs_diff"), 1e-4);
+        } else {
+            expect_status(&l, "accuracy", "top1", "fail");
+            ck_assert_msg(strstr(m, "first disagreement at chunk 0"), "%s", m);
+            ck_assert_double_lt(value(&l, "accuracy", "drift_top1"), 0.2);
+            ck_assert_double_gt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-3);
+            ck_assert_double_gt(value(&l, "accuracy", "logprob_max_abs_diff"), 1e-2);
+        }
+        cJSON_Delete(l.all);
+        kill(pid, SIGTERM);
+        pclose(srv);
+    }
+}
+END_TEST
+
 /* A server that takes max_tokens -1 and "generates" for 20 s, answers an
  * unknown model and refuses a negative temperature with 422
  * (tests/py/deviant_server.py): each deviation is a failed check that names
@@ -447,16 +507,9 @@ END_TEST
  * passes. */
 START_TEST(test_functional_names_deviations_within_deadlines)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "exec python3 '%s/tests/py/deviant_server.py'", GT_SOURCE_DIR);
-    FILE *srv = popen(cmd, "r");
-    ck_assert_ptr_nonnull(srv);
-    char line[256] = "";
     gt_test_server s = {0};
     int pid = 0;
-    ck_assert_msg(fgets(line, sizeof line, srv) &&
-                      sscanf(line, "listening on http://127.0.0.1:%d pid %d", &s.port, &pid) == 2,
-                  "deviant_server.py did not start: %s", line);
+    FILE *srv = py_server("deviant_server.py", "", &s, &pid);
     lines l;
     double t0 = gt_test_now();
     run_worker(&s, "[\"functional\"]", "{}", &l);
@@ -511,6 +564,7 @@ int main(void)
                    "the stand-in for stories260K has synth's tokenizer, so another tokenizer "
                    "needs SmolLM2, which was not found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
     tcase_add_test(suites, test_functional_names_deviations_within_deadlines);
+    tcase_add_test(suites, test_accuracy_without_echo);
     suite_add_tcase(s, suites);
     int rc = gt_test_run(s);
     gt_test_sh("rm -rf '%s'", gt_test_tmp(""));

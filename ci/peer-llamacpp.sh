@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# ci/peer-llamacpp.sh: build llama.cpp's llama-server, llama-bench and
+# llama-cli, the peer that matrices/peer.json and `gauntlet bench --peer`
+# compare gauntlet with. The source is the llama-cpp-python 0.3.36 sdist
+# from PyPI (its vendor/llama.cpp), pinned by sha256; the build is CPU only
+# with a portable ISA (GGML_NATIVE=OFF: a native build crashed on the
+# 2-core VM), AVX2/FMA/F16C and AVX-512 on where this CPU has them, AMX off.
+# It is built once into the cache; a second run only checks and prints.
+#
+#   usage: ci/peer-llamacpp.sh            build (or find) and print the paths
+#          ci/peer-llamacpp.sh --where    print the paths if built, exit 1 if not
+#   prints: "llama-server PATH", "llama-bench PATH", "llama-cli PATH",
+#           "commit HASH", "source llama-cpp-python==0.3.36"
+#   env:   GT_PEER_DIR (default $XDG_CACHE_HOME/gauntlet/peer or
+#          ~/.cache/gauntlet/peer), GT_PEER_JOBS (default: nproc)
+# Never part of ci/test.sh: the build takes ~10 min on 2 cores.
+set -euo pipefail
+
+VERSION=0.3.36
+SDIST=llama_cpp_python-$VERSION.tar.gz
+SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+# The sdist carries no .git; its CHANGELOG names the llama.cpp commit of the release.
+COMMIT=0c1e57098
+TOOLS=(llama-server llama-bench llama-cli)
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/peer
+root=${GT_PEER_DIR:-$cache}
+isa=avx2
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && isa=avx512
+dir=$root/llama.cpp-$VERSION-$isa
+stamp=$dir/BUILT
+
+print_paths() {
+  for t in "${TOOLS[@]}"; do echo "$t $dir/bin/$t"; done
+  echo "commit $COMMIT"
+  echo "source llama-cpp-python==$VERSION"
+}
+
+built() {
+  [ -f "$stamp" ] || return 1
+  for t in "${TOOLS[@]}"; do [ -x "$dir/bin/$t" ] || return 1; done
+  # A binary built for an ISA this CPU lacks dies on SIGILL: prove it runs.
+  "$dir/bin/llama-bench" --help >/dev/null 2>&1
+}
+
+if built; then print_paths; exit 0; fi
+if [ "${1:-}" = --where ]; then
+  echo "ci/peer-llamacpp.sh: the peer is not built in $dir (run ci/peer-llamacpp.sh)" >&2
+  exit 1
+fi
+[ $# -eq 0 ] || { echo "usage: ci/peer-llamacpp.sh [--where]" >&2; exit 2; }
+
+for tool in cmake g++ make python3; do
+  command -v $tool >/dev/null || { echo "ci/peer-llamacpp.sh: needs $tool (apt-get install cmake g++ make python3-pip)" >&2; exit 2; }
+done
+
+work=$dir.work
+rm -rf "$work"
+mkdir -p "$work"
+echo "peer: downloading $SDIST from PyPI" >&2
+python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$work" >&2
+got=$(sha256sum "$work/$SDIST" | cut -d' ' -f1)
+if [ "$got" != "$SDIST_SHA256" ]; then
+  echo "ci/peer-llamacpp.sh: $SDIST has sha256 $got, expected $SDIST_SHA256" >&2
+  exit 1
+fi
+tar -xzf "$work/$SDIST" -C "$work"
+src=$work/llama_cpp_python-$VERSION/vendor/llama.cpp
+
+avx512=OFF
+[ $isa = avx512 ] && avx512=ON
+echo "peer: configuring llama.cpp $COMMIT (GGML_NATIVE=OFF, AVX2 on, AVX-512 $avx512, AMX off)" >&2
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+  -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_AVX512=$avx512 -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+  -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+  -DGGML_OPENMP=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_OPENCL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_COMMIT=$COMMIT -DLLAMA_BUILD_NUMBER=0 >"$work/configure.log" 2>&1 ||
+  { tail -30 "$work/configure.log" >&2; echo "ci/peer-llamacpp.sh: configure failed ($work/configure.log)" >&2; exit 1; }
+jobs=${GT_PEER_JOBS:-$(nproc)}
+start=$(date +%s)
+echo "peer: building ${TOOLS[*]} with $jobs jobs (about 10 min on 2 cores)" >&2
+cmake --build "$work/build" -j "$jobs" --target "${TOOLS[@]}" >"$work/build.log" 2>&1 ||
+  { tail -30 "$work/build.log" >&2; echo "ci/peer-llamacpp.sh: build failed ($work/build.log)" >&2; exit 1; }
+mkdir -p "$dir/bin"
+for t in "${TOOLS[@]}"; do install -m 0755 "$work/build/bin/$t" "$dir/bin/$t"; done
+printf 'llama-cpp-python==%s sha256=%s commit=%s isa=%s built=%s seconds=%s\n' \
+  "$VERSION" "$SDIST_SHA256" "$COMMIT" "$isa" "$(date -u +%FT%TZ)" "$(( $(date +%s) - start ))" >"$stamp"
+rm -rf "$work"
+built || { echo "ci/peer-llamacpp.sh: the built llama-bench does not run on this CPU" >&2; exit 1; }
+print_paths
