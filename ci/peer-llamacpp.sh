@@ -9,6 +9,10 @@
 #
 #   usage: ci/peer-llamacpp.sh            build (or find) and print the paths
 #          ci/peer-llamacpp.sh --where    print the paths if built, exit 1 if not
+#          ci/peer-llamacpp.sh --exec TOOL ARGS...
+#                                         run the built TOOL (a matrix's "start"
+#                                         command); without the build, say so and
+#                                         exit 77, which makes the cell a skip
 #   prints: "llama-server PATH", "llama-bench PATH", "llama-cli PATH",
 #           "commit HASH", "source llama-cpp-python==0.3.36"
 #   env:   GT_PEER_DIR (default $XDG_CACHE_HOME/gauntlet/peer or
@@ -43,6 +47,14 @@ built() {
   "$dir/bin/llama-bench" --help >/dev/null 2>&1
 }
 
+if [ "${1:-}" = --exec ]; then
+  tool=${2:-}
+  case " ${TOOLS[*]} " in *" $tool "*) ;; *) echo "usage: ci/peer-llamacpp.sh --exec {${TOOLS[*]}} ARGS..." >&2; exit 2;; esac
+  shift 2
+  [ -f "$stamp" ] && [ -x "$dir/bin/$tool" ] && exec "$dir/bin/$tool" "$@"
+  echo "peer not built: no $tool in $dir (run ci/peer-llamacpp.sh)" >&2
+  exit 77
+fi
 if built; then print_paths; exit 0; fi
 if [ "${1:-}" = --where ]; then
   echo "ci/peer-llamacpp.sh: the peer is not built in $dir (run ci/peer-llamacpp.sh)" >&2

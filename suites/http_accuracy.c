@@ -328,7 +328,9 @@ static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const 
         }
         *extra_used = extra == 1;
         int n_lp = r == 0 ? gt_hc_logprob_tokens(cr.logprobs) : -1;
-        if (fallback && done == 0 && (r != 0 ? cr.status == 400 : n_lp <= extra)) {
+        /* llama-server ignores echo and generates a token even for max_tokens 0. */
+        int gen = r == 0 && cr.completion_tokens > extra ? cr.completion_tokens : extra;
+        if (fallback && done == 0 && (r != 0 ? cr.status == 400 : n_lp <= gen)) {
             snprintf(why, why_cap, "%s",
                      r != 0 ? e.msg
                             : n_lp < 0 ? "the reply has no logprobs"
@@ -342,7 +344,7 @@ static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const 
             *failed = true;
             return 0;
         }
-        if (n_lp <= extra) {
+        if (n_lp <= gen) {
             gt_suite_check(c, "logprobs", false,
                            "chunk %d: the echo reply has no prompt logprobs (neither "
                            "logprobs.tokens/top_logprobs nor logprobs.content; finish_reason "

@@ -552,8 +552,9 @@ END_TEST
 /* The shipped matrices are valid. */
 START_TEST(shipped_matrices_parse)
 {
-    static const char *const FILES[] = {"quickstart", "ci", "nightly", "release", "serve"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const FILES[] = {"quickstart", "ci",   "nightly", "release",
+                                        "serve",      "peer", "kquants"};
+    for (int i = 0; i < 7; i++) {
         char cmd[8192];
         snprintf(cmd, sizeof cmd, "'%s/gauntlet' plan --no-probe '%s/matrices/%s.json' >/dev/null",
                  GT_BINARY_DIR, GT_SOURCE_DIR, FILES[i]);

@@ -16,6 +16,11 @@
 #define GT_EXIT_OK 0
 #define GT_EXIT_FAIL 1
 #define GT_EXIT_USAGE 2
+/* A server start command that exits with this before it is healthy says the
+ * cell cannot run here (automake's skip code): the cell is a skip whose
+ * reason is the command's last output line (e.g. ci/peer-llamacpp.sh
+ * --exec without the peer built). */
+#define GT_EXIT_SKIP 77
 
 typedef struct gt_cli_run {
     gt_model *model;

@@ -162,6 +162,7 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
             cJSON_AddStringToObject(http, "model", h->model);
         cJSON_AddNumberToObject(http, "start_timeout_s", h->start_timeout_s);
         cJSON_AddStringToObject(http, "gauntlet", self_exe);
+        cJSON_AddStringToObject(http, "root", m->base);
     }
     cJSON *suites = cJSON_AddArrayToObject(o, "suites");
     for (int i = 0; i < t->n_suites; i++)

@@ -69,7 +69,8 @@ int gt_matrix_parse_http(const gt_jv *v, const cJSON *node, const char *path, gt
                                        "threads",   "timeout_s", "memory_mb", "description",
                                        NULL};
     static const char *const URL_PH[] = {"port", NULL};
-    static const char *const START_PH[] = {"gauntlet", "model_path", "port", "threads", NULL};
+    static const char *const START_PH[] = {"gauntlet", "model_path", "port", "threads", "root",
+                                           NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     const char *kind = NULL, *health = NULL, *desc = NULL;
     int64_t threads = -1;

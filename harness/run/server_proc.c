@@ -216,6 +216,13 @@ bool gt_server_proc_exited(gt_server_proc *p, char *how, size_t cap)
     return true;
 }
 
+int gt_server_proc_exit_code(gt_server_proc *p)
+{
+    if (!p->stopped && !try_reap(p))
+        return -1;
+    return WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
+}
+
 void gt_server_proc_tail(gt_server_proc *p, int n, char *out, size_t cap)
 {
     char text[TAIL_CAP + 1];

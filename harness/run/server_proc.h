@@ -33,6 +33,10 @@ pid_t gt_server_proc_pid(const gt_server_proc *p);
  * how[] describes it ("exited with code 1", "was killed by SIGSEGV (...)"). */
 bool gt_server_proc_exited(gt_server_proc *p, char *how, size_t cap);
 
+/* Its exit code once it has exited by itself or been stopped (WEXITSTATUS),
+ * -1 while it runs or when a signal ended it. */
+int gt_server_proc_exit_code(gt_server_proc *p);
+
 /* The last n lines (at most 16) of its output, joined by " | ". */
 void gt_server_proc_tail(gt_server_proc *p, int n, char *out, size_t cap);
 

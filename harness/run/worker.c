@@ -542,38 +542,70 @@ static int wait_healthy(gt_server_proc *srv, const char *url, double timeout_s, 
 /* The device line of an http cell: the endpoint as the matrix writes it
  * (one device, not one per port; the URL a cell used is in its log) and what
  * the server says it serves. */
-static void emit_http_device(worker *w, const char *endpoint_t, const char *endpoint,
-                             const char *profile)
+/* GET url as JSON (NULL when unreachable, not 200 or not JSON). */
+static cJSON *get_json(const char *url, char *why, size_t cap)
 {
-    char url[1200], model[256] = "", extra[512] = "";
-    snprintf(url, sizeof url, "%s/models", endpoint);
     gt_http_reply r = {0};
     gt_err err = {{0}};
-    if (gt_http_get(url, 10, &r, &err) == 0) {
-        cJSON *o = r.status == 200 && r.body ? cJSON_Parse(r.body) : NULL;
-        const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
-        const cJSON *first = cJSON_IsArray(data) ? data->child : NULL;
-        const char *id = sget(first, "id"), *owner = sget(first, "owned_by");
-        if (id)
-            snprintf(model, sizeof model, "%s", id);
-        if (owner)
-            snprintf(extra, sizeof extra, "owned_by %s", owner);
-        if (!o)
-            snprintf(extra, sizeof extra, "GET %s: HTTP %ld", url, r.status);
-        cJSON_Delete(o);
-        gt_http_reply_free(&r);
-    } else {
-        snprintf(extra, sizeof extra, "%s", err.msg);
+    if (gt_http_get(url, 10, &r, &err) != 0) {
+        snprintf(why, cap, "%s", err.msg);
+        return NULL;
     }
+    cJSON *o = r.status == 200 && r.body ? cJSON_Parse(r.body) : NULL;
+    if (!o)
+        snprintf(why, cap, "GET %s: HTTP %ld", url, r.status);
+    gt_http_reply_free(&r);
+    return o;
+}
+
+/* The server's identity for the environment table: what it says it is
+ * (llama.cpp's /props build_info, gauntlet serve's /v1/models "server"
+ * object, else the model list's owned_by), never the endpoint template or
+ * the model's path. */
+static void emit_http_device(worker *w, const char *endpoint_t, const char *endpoint,
+                             const char *root, const char *profile)
+{
     gt_device_info d = {0};
     snprintf(d.backend, sizeof d.backend, "http");
-    size_t n = strlen(endpoint_t);
-    while (n > 7 && endpoint_t[n - 1] == '/')
-        n--;
-    snprintf(d.name, sizeof d.name, "%.*s", (int)n, endpoint_t);
     snprintf(d.kind, sizeof d.kind, "server");
-    snprintf(d.driver, sizeof d.driver, "%s", model);
-    snprintf(d.extra, sizeof d.extra, "%s", extra);
+    char url[1200], why[512] = "";
+    snprintf(url, sizeof url, "%s/models", endpoint);
+    cJSON *models = get_json(url, why, sizeof why);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(models, "data");
+    const cJSON *first = cJSON_IsArray(data) ? data->child : NULL;
+    const char *owner = sget(first, "owned_by");
+    const cJSON *who = cJSON_GetObjectItemCaseSensitive(first, "server");
+    snprintf(url, sizeof url, "%s/props", root);
+    char why_props[512];
+    cJSON *props = who ? NULL : get_json(url, why_props, sizeof why_props);
+    const char *build = sget(props, "build_info");
+    if (who) {
+        snprintf(d.name, sizeof d.name, "%s", sget(who, "name") ? sget(who, "name") : "?");
+        snprintf(d.driver, sizeof d.driver, "gauntlet %s, backend %s",
+                 sget(who, "version") ? sget(who, "version") : "?",
+                 sget(who, "backend") ? sget(who, "backend") : "?");
+        snprintf(d.driver_version, sizeof d.driver_version, "%s",
+                 sget(who, "commit") ? sget(who, "commit") : "");
+    } else if (build) {
+        snprintf(d.name, sizeof d.name, "llama.cpp llama-server");
+        snprintf(d.driver, sizeof d.driver, "llama.cpp");
+        const char *dash = strrchr(build, '-'); /* "b<number>-<commit>" */
+        snprintf(d.driver_version, sizeof d.driver_version, "%s%s", build,
+                 dash ? "" : " (no commit)");
+    } else {
+        snprintf(d.name, sizeof d.name, "%s", owner ? owner : "OpenAI-compatible server");
+        snprintf(d.driver, sizeof d.driver, "%s", owner ? owner : "unknown (no /props, no "
+                                                               "owned_by)");
+    }
+    /* One row per server kind and version: the port and the model differ per cell. */
+    if (strstr(endpoint_t, "{port}"))
+        snprintf(d.extra, sizeof d.extra, "started by the harness on a port it picks%s%s",
+                 models ? "" : "; ", models ? "" : why);
+    else
+        snprintf(d.extra, sizeof d.extra, "endpoint %s%s%s", endpoint, models ? "" : "; ",
+                 models ? "" : why);
+    cJSON_Delete(models);
+    cJSON_Delete(props);
     emit_device(w, &d, profile);
 }
 
@@ -639,8 +671,9 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         }
         snprintf(port, sizeof port, "%d", p);
     }
-    static const char *const KEYS[] = {"gauntlet", "model_path", "port", "threads", NULL};
-    const char *const vals[] = {gauntlet, artifact, port, threads, NULL};
+    static const char *const KEYS[] = {"gauntlet", "model_path", "port", "threads", "root", NULL};
+    const char *root = sget(http, "root");
+    const char *const vals[] = {gauntlet, artifact, port, threads, root ? root : ".", NULL};
     char endpoint[1024], health[1024];
     fill(endpoint_t, KEYS + 2, vals + 2, endpoint, sizeof endpoint); /* {port} only */
     fill(health_t, KEYS + 2, vals + 2, health, sizeof health);
@@ -695,6 +728,13 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
         fprintf(stderr, "worker: the server %s\n", how);
         /* After the stop: its output is all in by then. */
+        if (gt_server_proc_exit_code(srv) == GT_EXIT_SKIP) {
+            gt_server_proc_tail(srv, 1, tail, sizeof tail);
+            gt_server_proc_free(srv);
+            skip(w, "%s", tail[0] ? tail : "the start command exited with code 77 (skip)");
+            emit_done(w, t0);
+            return 0;
+        }
         gt_server_proc_tail(srv, 3, tail, sizeof tail);
         gt_server_proc_free(srv);
         snprintf(msg, sizeof msg, "%s; the server's last output: %s", why,
@@ -708,7 +748,12 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         snprintf(msg, sizeof msg, "%s answered 200 after %.2f s", health, gt_suite_now() - t_wait);
         host_result(w, "server", "start", GT_ST_PASS, msg);
     }
-    emit_http_device(w, endpoint_t, endpoint, profile);
+    char root_url[1200];
+    snprintf(root_url, sizeof root_url, "%s", endpoint);
+    size_t rl = strlen(root_url);
+    if (rl >= 3 && !strcmp(root_url + rl - 3, "/v1"))
+        root_url[rl - 3] = '\0';
+    emit_http_device(w, endpoint_t, endpoint, root_url, profile);
 
     char faults[512];
     faults_for(w->cell, faults, sizeof faults);

@@ -138,6 +138,12 @@ static enum MHD_Result respond_models(gt_server *s, struct MHD_Connection *c)
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "gauntlet");
     cJSON_AddNumberToObject(m, "context_length", gt_session_n_ctx(s->ctx->session));
+    /* Who answers, for a harness's environment table (llama-server says it in /props). */
+    cJSON *who = cJSON_AddObjectToObject(m, "server");
+    cJSON_AddStringToObject(who, "name", "gauntlet serve");
+    cJSON_AddStringToObject(who, "version", GT_VERSION);
+    cJSON_AddStringToObject(who, "commit", GT_GIT_SHA);
+    cJSON_AddStringToObject(who, "backend", gt_session_backend(s->ctx->session)->info.backend);
     cJSON_AddItemToArray(data, m);
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
