@@ -6,6 +6,10 @@
 # the same run, and prints every figure: prefill/decode tokens/s, decode
 # effective bandwidth in % of the measured read bandwidth, prefill GFLOP/s
 # in % of the measured sgemm rate, cpu/reference ratios, and 1 vs 2 threads.
+# When the peer is built (bash ci/peer-llamacpp.sh), it also benches Q8_0 and
+# Q4_0 against llama.cpp's llama-bench, interleaved in the same run
+# (`gauntlet bench --peer`), at 1 and 2 threads with both activation paths
+# (GT_CPU_ACT=f32, q8), and prints the ratios gauntlet/llama.cpp.
 #
 # Environment: GT_BUILD_DIR (default build), GT_BENCH_DIR for the derived
 # models (default $XDG_CACHE_HOME/gauntlet/bench), GT_BENCH_REPS (default 5),
@@ -59,4 +63,20 @@ one=$("$G" bench -m "$m" -b cpu -t 1 -p 512 -n 0 -r 3 --no-machine -o csv | awk 
 two=$("$G" bench -m "$m" -b cpu -t "$T" -p 512 -n 0 -r 3 --no-machine -o csv | awk -F, 'NR==2{print $8}')
 awk -v a="$one" -v b="$two" -v t="$T" \
   'BEGIN{printf "q8_0 pp512: 1 thread %.1f t/s, %d threads %.1f t/s, speed-up %.2fx\n", a, t, b, b/a}'
+
+if peer=$(bash ci/peer-llamacpp.sh --where 2>/dev/null | awk '$1 == "llama-bench" {print $2}'); then
+  echo
+  echo "## vs llama.cpp (llama-bench $(bash ci/peer-llamacpp.sh --where | awk '$1 == "commit" {print $2}'), interleaved, ratio = gauntlet / llama.cpp)"
+  echo "| file | act | threads | test | gauntlet t/s | llama.cpp t/s | ratio |"
+  echo "|---|---|---:|---|---:|---:|---:|"
+  for q in q8_0 q4_0; do for t in 1 "$T"; do for act in f32 q8; do
+    GT_CPU_ACT=$act "$G" bench -m "$DIR/SmolLM2-135M-Instruct.$q.gguf" -b cpu -t "$t" -r 3 \
+        --no-machine -o csv --peer "llama-bench=$peer" 2>/dev/null |
+      awk -F, -v q="$q" -v a="$act" -v t="$t" 'NR > 1 {printf "| %s | %s | %d | %s | %.1f | %.1f | %.2fx |\n", q, a, t, $7, $8, $20, $21}' ||
+      status=1
+  done; done; done
+else
+  echo
+  echo "## vs llama.cpp: skipped: peer not built (run ci/peer-llamacpp.sh)"
+fi
 exit $status

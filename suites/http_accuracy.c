@@ -253,13 +253,13 @@ static int greedy_http(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, gt_er
     char settings[64];
     snprintf(settings, sizeof settings, "n_gen=%d;n=%d;v1", n_gen, ps.n);
     bool cached;
-    if (gt_hc_ref_greedy(c, m, "accuracy-greedy", ps.sha256, settings, prompts, ps.n, n_gen,
+    if (gt_hc_ref_greedy(c, t, m, "accuracy-greedy", ps.sha256, settings, prompts, ps.n, n_gen,
                          n_ctx, &ref, &cached, err) != 0)
         goto out;
     long same = 0, total = 0;
     int used = 0, identical = 0;
     for (int i = 0; i < ps.n; i++) {
-        int np = gt_greedy_tokenize(m, ps.p[i].text, ids, n_ctx, err);
+        int np = gt_hc_prompt_ids(t, m, ps.p[i].text, ids, n_ctx, err);
         if (np < 0)
             goto out;
         if (np < 1 || np + n_gen > n_ctx)
@@ -274,7 +274,7 @@ static int greedy_http(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, gt_er
             rc = 0;
             goto out;
         }
-        int k = gt_hc_agreement(m, ref + (size_t)i * n_gen, n_gen, cr.text, cr.finish);
+        int k = gt_hc_agreement(t, m, ref + (size_t)i * n_gen, n_gen, cr.text, cr.finish);
         gt_hc_completion_free(&cr);
         same += k;
         total += n_gen;
@@ -318,7 +318,7 @@ static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const 
             if (!req)
                 return gt_err_set(err, "out of memory");
             cJSON_AddBoolToObject(req, "echo", true);
-            cJSON_AddNumberToObject(req, "logprobs", n_top);
+            gt_hc_set_logprobs(t, req, n_top);
             r = gt_hc_complete(t, req, &cr, &e);
             cJSON_Delete(req);
             if (r == 0 || cr.status != 400 || extra == 1)
@@ -428,7 +428,7 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
 
     gt_ha_sum s;
     gt_ha_sum_init(&s);
-    bool failed = false, echo = strcmp(method, "next-token") != 0;
+    bool failed = false, echo = strcmp(method, "next-token") != 0 && !t.chat;
     int n_top_used = n_top;
     if (echo) {
         char why[400] = "";

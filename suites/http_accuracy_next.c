@@ -9,16 +9,29 @@
  * sent as text faithfully and are left out (counted in the log). The first
  * request probes how many alternatives the server gives (n_top, then 5, then
  * 1 when it answers 400); the rest run n_conc at a time, in any order,
- * scored in order. */
+ * scored in order.
+ *
+ * On a chat cell the prefix is the content of one user message, which the
+ * server wraps in its chat template: what comes back is the assistant's
+ * first token, not the eval text's next one. So the reference there is the
+ * same thing on the reference backend: the distribution after the user turn
+ * rendered with the artifact's template and the generation prompt
+ * (gt_hc_prompt_ids), one evaluation per prefix, cached under
+ * "accuracy-http-chat". The comparison is as strict; only what is compared
+ * differs (and ppl, which needs the eval token, is not reported). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "greedy.h"
+#include "gt/backend.h"
+#include "gt/session.h"
 #include "gt/tokenizer.h"
 #include "http_accuracy.h"
+#include "metrics.h"
 
 typedef struct job {
     char *prompt;
@@ -41,7 +54,7 @@ static cJSON *request(const gt_hc *t, const char *prompt, int n_top)
 {
     cJSON *req = gt_hc_request(t, prompt, 1, 0);
     if (req)
-        cJSON_AddNumberToObject(req, "logprobs", n_top);
+        gt_hc_set_logprobs(t, req, n_top);
     return req;
 }
 
@@ -124,6 +137,96 @@ fail:
     return -1;
 }
 
+/* A chat cell's reference: per job, the reference backend's distribution of
+ * the assistant's first token after the rendered user turn (see the top). */
+static int chat_reference(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const job *jobs,
+                          int n, gt_ha_ref **out, gt_err *err)
+{
+    gt_sha256 h;
+    gt_sha256_init(&h);
+    for (int i = 0; i < n; i++)
+        gt_sha256_update(&h, jobs[i].prompt, strlen(jobs[i].prompt) + 1);
+    char hash[65], settings[64], key[65];
+    gt_sha256_final_hex(&h, hash);
+    snprintf(settings, sizeof settings, "n=%d;top=%d;chat-user-turn-v1", n, GT_HA_TOPN);
+    gt_suite_ref_key(c, "accuracy-http-chat", hash, settings, key);
+    size_t want = (size_t)n * sizeof(gt_ha_ref);
+    void *data = NULL;
+    size_t size = 0;
+    int got = gt_suite_ref_get(c, key, &data, &size, err);
+    if (got < 0)
+        return -1;
+    if (got == 0 && size == want) {
+        *out = data;
+        gt_suite_log(c, "chat reference cached (%d user turns)", n);
+        return 0;
+    }
+    free(data);
+    int n_vocab = gt_model_hparams(m)->n_vocab, max_n = 0;
+    int32_t **ids = calloc((size_t)n, sizeof *ids);
+    int *lens = calloc((size_t)n, sizeof *lens);
+    gt_ha_ref *r = calloc((size_t)n + 1, sizeof *r);
+    float *x = malloc((size_t)n_vocab * sizeof *x);
+    double *lp = malloc((size_t)n_vocab * sizeof *lp);
+    gt_backend *rb = NULL;
+    gt_session *s = NULL;
+    int rc = -1;
+    double t0 = gt_suite_now();
+    if (!ids || !lens || !r || !x || !lp) {
+        gt_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        lens[i] = gt_hc_prompt_ids(t, m, jobs[i].prompt, NULL, 0, err);
+        if (lens[i] < 0 || !(ids[i] = malloc((size_t)lens[i] * sizeof **ids + 1)))
+            goto out;
+        gt_hc_prompt_ids(t, m, jobs[i].prompt, ids[i], lens[i], err);
+        max_n = lens[i] > max_n ? lens[i] : max_n;
+    }
+    gt_backend_config cfg = {.n_threads = c->n_threads};
+    gt_session_params sp = {.n_ctx = max_n};
+    if (gt_backend_open("reference", &cfg, &rb, err) != 0 ||
+        gt_session_new(m, rb, &sp, &s, err) != 0) {
+        gt_err_wrap(err, "reference backend");
+        goto out;
+    }
+    int kk = n_vocab < GT_HA_TOPN ? n_vocab : GT_HA_TOPN;
+    for (int i = 0; i < n; i++) {
+        if (gt_session_truncate(s, 0, err) != 0 ||
+            gt_session_eval(s, ids[i], lens[i], false, x, err) != 0) {
+            gt_err_wrap(err, "reference backend, user turn %d", i);
+            goto out;
+        }
+        gt_log_softmax(x, n_vocab, lp);
+        r[i].argmax = gt_argmax(x, n_vocab);
+        r[i].correct = -1;
+        r[i].lp = NAN;
+        gt_top_k(x, n_vocab, kk, r[i].top_id);
+        for (int q = 0; q < GT_HA_TOPN; q++) {
+            r[i].top_id[q] = q < kk ? r[i].top_id[q] : -1;
+            r[i].top_lp[q] = q < kk ? (float)lp[r[i].top_id[q]] : -INFINITY;
+        }
+    }
+    if (gt_suite_ref_put(c, key, "accuracy http chat reference (argmax, top-20 per user turn)", r,
+                         want, err) != 0)
+        goto out;
+    gt_suite_log(c, "chat reference computed (%d user turns, %.2f s)", n, gt_suite_now() - t0);
+    *out = r;
+    r = NULL;
+    rc = 0;
+out:
+    for (int i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(lens);
+    free(r);
+    free(x);
+    free(lp);
+    gt_session_free(s);
+    gt_backend_close(rb);
+    return rc;
+}
+
 /* The first request, with as many alternatives as the server allows. */
 static int probe(const gt_hc *t, job *j, int n_top, int *used)
 {
@@ -148,6 +251,7 @@ int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const g
     const gt_tokenizer *tok = gt_model_tokenizer(m);
     bool bos = gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0;
     job *jobs = NULL;
+    gt_ha_ref *chat_ref = NULL;
     int n = 0, left_out = 0;
     *failed = false;
     if (plan(m, ch, n_chunks, &jobs, &n, &left_out, err) != 0)
@@ -164,6 +268,8 @@ int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const g
         rc = 0;
         goto out;
     }
+    if (t->chat && chat_reference(c, t, m, jobs, n, &chat_ref, err) != 0)
+        goto out;
     double t0 = gt_suite_now();
     if (probe(t, &jobs[0], n_top, n_top_used) != 0) {
         gt_suite_check(c, "logprobs", false, "next-token request at chunk %d position %d: %s",
@@ -207,16 +313,22 @@ int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const g
                          j->chunk, j->pos, j->cr.finish);
             continue;
         }
-        int pt = j->cr.prompt_tokens;
-        if (pt >= 0 && pt != j->n_prompt && !(bos && pt == j->n_prompt - 1)) {
+        int pt = j->cr.prompt_tokens, want = j->n_prompt;
+        if (t->chat) { /* the rendered turn, not the raw prefix */
+            gt_err e2 = {{0}};
+            want = gt_hc_prompt_ids(t, m, j->prompt, NULL, 0, &e2);
+        }
+        if (pt >= 0 && pt != want && !(bos && pt == want - 1)) {
             if (!count_bad++)
                 snprintf(count_msg, sizeof count_msg,
                          "chunk %d position %d: usage.prompt_tokens %d, the artifact's "
-                         "tokenizer %d",
-                         j->chunk, j->pos, pt, j->n_prompt);
+                         "tokenizer %d%s",
+                         j->chunk, j->pos, pt, want, t->chat ? " (the user turn rendered with "
+                                                               "its chat template)" : "");
             continue;
         }
-        gt_ha_sum_add(s, m, &ref[j->ref], alt, n_alt, NAN, j->chunk, j->pos);
+        gt_ha_sum_add(s, m, chat_ref ? &chat_ref[i] : &ref[j->ref], alt, n_alt, NAN, j->chunk,
+                      j->pos);
     }
     if (bad) {
         gt_suite_check(c, "logprobs", false, "%d of %d next-token requests failed; first: %s",
@@ -237,5 +349,6 @@ out:
         gt_hc_completion_free(&jobs[i].cr);
     }
     free(jobs);
+    free(chat_ref);
     return rc;
 }

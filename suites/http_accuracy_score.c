@@ -58,7 +58,7 @@ void gt_ha_sum_add(gt_ha_sum *s, const gt_model *m, const gt_ha_ref *r, const gt
         q_in += exp(lq);
         kl += exp(lp) * (lp - lq);
         note_diff(s, fabs(lp - lq));
-        if (r->top_id[k] == r->correct && isnan(correct_lp))
+        if (r->correct >= 0 && r->top_id[k] == r->correct && isnan(correct_lp))
             correct_lp = lq;
     }
     double p_tail = 1.0 - p_in, q_tail = 1.0 - q_in;
@@ -68,6 +68,8 @@ void gt_ha_sum_add(gt_ha_sum *s, const gt_model *m, const gt_ha_ref *r, const gt
     s->kld_sum += kl;
     s->kld_max = kl > s->kld_max ? kl : s->kld_max;
 
+    if (r->correct < 0) /* a chat cell's reference: no eval token */
+        return;
     if (isnan(correct_lp)) {
         gt_hc_piece(m, r->correct, piece, sizeof piece);
         for (int i = 0; i < n_use && isnan(correct_lp); i++)

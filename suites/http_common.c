@@ -8,6 +8,7 @@
 
 #include "greedy.h"
 #include "gt/backend.h"
+#include "gt/gguf.h"
 #include "gt/session.h"
 #include "gt/tokenizer.h"
 
@@ -19,6 +20,7 @@ int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err)
     if (gt_http_global_init(err) != 0)
         return -1;
     snprintf(t->base, sizeof t->base, "%s", c->endpoint);
+    t->chat = c->http_api && strcmp(c->http_api, "chat") == 0;
     size_t n = strlen(t->base);
     while (n > 0 && t->base[n - 1] == '/')
         t->base[--n] = '\0';
@@ -63,6 +65,28 @@ void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap)
     snprintf(out, cap, "%s%s", t->base, path);
 }
 
+void gt_hc_generate_url(const gt_hc *t, char *out, size_t cap)
+{
+    gt_hc_url(t, t->chat ? "/chat/completions" : "/completions", out, cap);
+}
+
+void gt_hc_set_prompt(const gt_hc *t, cJSON *req, const char *text)
+{
+    const char *key = t->chat ? "messages" : "prompt";
+    cJSON_DeleteItemFromObjectCaseSensitive(req, key);
+    if (!text)
+        return;
+    if (!t->chat) {
+        cJSON_AddStringToObject(req, key, text);
+        return;
+    }
+    cJSON *msgs = cJSON_AddArrayToObject(req, key);
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", text);
+    cJSON_AddItemToArray(msgs, u);
+}
+
 cJSON *gt_hc_request(const gt_hc *t, const char *prompt, int max_tokens, double temperature)
 {
     cJSON *o = cJSON_CreateObject();
@@ -70,10 +94,71 @@ cJSON *gt_hc_request(const gt_hc *t, const char *prompt, int max_tokens, double 
         return NULL;
     if (t->model[0])
         cJSON_AddStringToObject(o, "model", t->model);
-    cJSON_AddStringToObject(o, "prompt", prompt);
+    gt_hc_set_prompt(t, o, prompt);
     cJSON_AddNumberToObject(o, "max_tokens", max_tokens);
     cJSON_AddNumberToObject(o, "temperature", temperature);
     return o;
+}
+
+void gt_hc_set_logprobs(const gt_hc *t, cJSON *req, int n)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(req, "logprobs");
+    cJSON_DeleteItemFromObjectCaseSensitive(req, "top_logprobs");
+    if (t->chat) {
+        cJSON_AddBoolToObject(req, "logprobs", true);
+        cJSON_AddNumberToObject(req, "top_logprobs", n);
+    } else {
+        cJSON_AddNumberToObject(req, "logprobs", n);
+    }
+}
+
+/* The artifact's chat template, set up for one use (free it after). */
+static int chat_template(const gt_model *m, gt_chat_template *tp, gt_err *err)
+{
+    const char *text = gt_gguf_get_str(gt_model_gguf(m), "tokenizer.chat_template");
+    if (gt_chat_template_init(tp, text, NULL, gt_model_tokenizer(m)) != 0 ||
+        tp->family == GT_CHAT_NONE) {
+        gt_err_set(err, "a chat cell needs the artifact's chat template to render prompts for "
+                        "the reference: %s",
+                   tp->why);
+        gt_chat_template_free(tp);
+        return -1;
+    }
+    return 0;
+}
+
+int gt_hc_prompt_ids(const gt_hc *t, const gt_model *m, const char *prompt, int32_t *ids,
+                     int cap, gt_err *err)
+{
+    if (!t->chat)
+        return gt_tokenize(gt_model_tokenizer(m), prompt, strlen(prompt),
+                           gt_tokenizer_adds_bos(gt_model_tokenizer(m)), ids, ids ? cap : 0, err);
+    gt_chat_template tp;
+    if (chat_template(m, &tp, err) != 0)
+        return -1;
+    gt_chat_msg msg = {.role = "user", .content = (char *)prompt};
+    char why[256] = "";
+    int n = 0;
+    int32_t *r = gt_chat_render(&tp, gt_model_tokenizer(m), &msg, 1, &n, why, sizeof why);
+    gt_chat_template_free(&tp);
+    if (!r)
+        return gt_err_set(err, "rendering a user turn with the %s template: %s",
+                          gt_chat_family_name(tp.family), why);
+    if (ids)
+        memcpy(ids, r, (size_t)(n < cap ? n : cap) * sizeof *ids);
+    free(r);
+    return n;
+}
+
+int32_t gt_hc_turn_end(const gt_hc *t, const gt_model *m)
+{
+    gt_chat_template tp;
+    gt_err e = {{0}};
+    if (!t->chat || chat_template(m, &tp, &e) != 0)
+        return -1;
+    int32_t end = tp.turn_end;
+    gt_chat_template_free(&tp);
+    return end;
 }
 
 static int get_int(const cJSON *o, const char *k)
@@ -88,7 +173,7 @@ int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_e
     out->prompt_tokens = out->completion_tokens = -1;
     out->text = out->finish = "";
     char url[600];
-    gt_hc_url(t, "/completions", url, sizeof url);
+    gt_hc_generate_url(t, url, sizeof url);
     gt_http_reply r;
     if (gt_http_post_json(url, req, 0, GT_HC_TIMEOUT_S, &r, err) != 0)
         return -1;
@@ -108,7 +193,9 @@ int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_e
         return -1;
     }
     gt_http_reply_free(&r);
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ch, "text");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(
+        t->chat ? cJSON_GetObjectItemCaseSensitive(ch, "message") : ch,
+        t->chat ? "content" : "text");
     const cJSON *fin = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(ch, "logprobs");
     out->text = cJSON_IsString(text) ? text->valuestring : "";
@@ -205,12 +292,13 @@ size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap)
     return strlen(out);
 }
 
-int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_model *m, const char *kind, const char *data_hash,
-                     const char *settings, const char *const *prompts, int n, int n_gen,
-                     int n_ctx, int32_t **out, bool *cached, gt_err *err)
+int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const char *kind,
+                     const char *data_hash, const char *settings, const char *const *prompts,
+                     int n, int n_gen, int n_ctx, int32_t **out, bool *cached, gt_err *err)
 {
-    char key[65];
-    gt_suite_ref_key(c, kind, data_hash, settings, key);
+    char key[65], full[300];
+    snprintf(full, sizeof full, "%s%s", settings, t->chat ? ";chat-user-turn-v1" : "");
+    gt_suite_ref_key(c, kind, data_hash, full, key);
     size_t want = (size_t)n * (size_t)n_gen * sizeof(int32_t);
     void *data = NULL;
     size_t size = 0;
@@ -243,7 +331,7 @@ int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_model *m, const char *kind, const
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        int np = gt_greedy_tokenize(m, prompts[i], ids, n_ctx, err);
+        int np = gt_hc_prompt_ids(t, m, prompts[i], ids, n_ctx, err);
         if (np < 0)
             goto out;
         if (np < 1 || np + n_gen > n_ctx)
@@ -267,11 +355,11 @@ out:
     return rc;
 }
 
-int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *text,
-                    const char *finish)
+int gt_hc_agreement(const gt_hc *t, const gt_model *m, const int32_t *ref, int n,
+                    const char *text, const char *finish)
 {
     const gt_tokenizer *tok = gt_model_tokenizer(m);
-    int32_t eos = gt_tokenizer_eos(tok);
+    int32_t eos = gt_tokenizer_eos(tok), turn_end = gt_hc_turn_end(t, m);
     size_t tl = strlen(text);
     char *raw = malloc((size_t)n * 256 + 1);
     if (!raw)
@@ -279,7 +367,7 @@ int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *te
     size_t len = 0;
     int best = 0;
     for (int k = 0; k < n; k++) {
-        if (ref[k] == eos) {
+        if (ref[k] == eos || (turn_end >= 0 && ref[k] == turn_end)) {
             /* The reference ends here; a server that stopped with the same
              * text agrees on everything there is. */
             char *cl = gt_utf8_clean(raw, len, false);
@@ -300,10 +388,4 @@ int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *te
     }
     free(raw);
     return best;
-}
-
-int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err)
-{
-    const gt_tokenizer *t = gt_model_tokenizer(m);
-    return gt_tokenize(t, text, strlen(text), gt_tokenizer_adds_bos(t), NULL, 0, err);
 }

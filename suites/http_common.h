@@ -2,9 +2,14 @@
  *
  * An http cell qualifies an OpenAI-compatible server (ctx->endpoint, the API
  * base ending in /v1) against the reference backend on the matrix's artifact
- * (ctx->model_path). Everything here speaks the completions API only, the
+ * (ctx->model_path). By default everything speaks the completions API, the
  * subset every such server implements: prompt as text, temperature, seed,
- * max_tokens, stop, logprobs, echo, stream. Token ids never cross the wire:
+ * max_tokens, stop, logprobs, echo, stream. A cell whose entry says "api":
+ * "chat" speaks POST /chat/completions instead: each prompt is the content
+ * of one user message, and wherever the suites compare with the reference
+ * they render that message with the artifact's chat template
+ * (base/chat_template.h) exactly as the server should (gt_hc_prompt_ids), so
+ * the reference continues the same tokens. Token ids never cross the wire:
  * the suites tokenize locally with the artifact's tokenizer and compare text,
  * so a server with its own tokenizer code is judged on what it returns.
  *
@@ -32,6 +37,7 @@ typedef struct gt_hc {
     char base[512];   /* ctx->endpoint without a trailing '/' */
     char root[512];   /* base without its trailing "/v1" (where /health lives) */
     char model[256];  /* ctx->served_model, or the first id of GET {base}/models */
+    bool chat;        /* ctx->http_api is "chat" */
 } gt_hc;
 
 /* Fills t from the cell; with lookup, asks GET /models when the matrix names
@@ -42,16 +48,42 @@ int gt_hc_open(const gt_suite_ctx *c, bool lookup, gt_hc *t, gt_err *err);
  * what every variant that compares with the reference starts with. */
 int gt_hc_open_model(gt_suite_ctx *c, gt_hc *t, gt_model **m, gt_err *err);
 
-/* base + path ("/completions") into out. */
+/* base + path ("/models") into out. */
 void gt_hc_url(const gt_hc *t, const char *path, char *out, size_t cap);
 
-/* {"model", "prompt", "max_tokens", "temperature"}: add the rest with cJSON. */
+/* The URL generation requests go to: {base}/completions or, for a chat
+ * cell, {base}/chat/completions. */
+void gt_hc_generate_url(const gt_hc *t, char *out, size_t cap);
+
+/* {"model", "prompt" (chat: "messages": [{"role": "user", "content"}]),
+ * "max_tokens", "temperature"}: add the rest with cJSON (gt_hc_set_logprobs
+ * for logprobs, whose shape differs). */
 cJSON *gt_hc_request(const gt_hc *t, const char *prompt, int max_tokens, double temperature);
+
+/* Asks for n alternatives per token: "logprobs": n, or for chat "logprobs":
+ * true, "top_logprobs": n. */
+void gt_hc_set_logprobs(const gt_hc *t, cJSON *req, int n);
+
+/* Replaces the prompt text of a request made by gt_hc_request (or deletes
+ * it with text NULL). */
+void gt_hc_set_prompt(const gt_hc *t, cJSON *req, const char *text);
+
+/* The ids a prompt stands for on this cell's server: the text tokenized with
+ * the model's BOS rule, or for chat the one user turn rendered with the
+ * artifact's chat template and the assistant's generation prompt. Writes up
+ * to cap ids (ids may be NULL to count) and returns how many there are; -1
+ * with err (for chat: the artifact has no template of a known family). */
+int gt_hc_prompt_ids(const gt_hc *t, const gt_model *m, const char *prompt, int32_t *ids,
+                     int cap, gt_err *err);
+
+/* The token that ends an answer besides EOS: the chat template's end of
+ * turn for a chat cell, -1 otherwise. */
+int32_t gt_hc_turn_end(const gt_hc *t, const gt_model *m);
 
 /* A parsed non-streaming completion. */
 typedef struct gt_hc_completion {
     cJSON *root;           /* the whole reply (free with gt_hc_completion_free) */
-    const char *text;      /* choices[0].text ("" when absent) */
+    const char *text;      /* choices[0].text, or for chat choices[0].message.content ("" when absent) */
     const char *finish;    /* choices[0].finish_reason, "" when absent or null */
     const cJSON *logprobs; /* choices[0].logprobs, NULL when absent or null */
     int prompt_tokens;     /* usage; -1 when absent */
@@ -60,7 +92,7 @@ typedef struct gt_hc_completion {
     double total_s;
 } gt_hc_completion;
 
-/* POST {base}/completions; 0 for a 200 with a parseable body, else -1 (err
+/* POST to gt_hc_generate_url; 0 for a 200 with a parseable body, else -1 (err
  * names the status and the body, out->status is set when one came back). */
 int gt_hc_complete(const gt_hc *t, const cJSON *req, gt_hc_completion *out, gt_err *err);
 void gt_hc_completion_free(gt_hc_completion *r);
@@ -92,24 +124,24 @@ void gt_hc_quote(const char *s, char *out, size_t cap);
  * returns its length. */
 size_t gt_hc_piece(const gt_model *m, int32_t id, char *out, size_t cap);
 
-/* Greedy continuations of prompts[0..n) on the reference backend (n_gen
- * tokens each, EOS not special: exactly what the normal suites cache), from
- * the reference cache under (kind, data_hash, settings) or computed and
- * stored. Prompts longer than n_ctx - n_gen get zeros. *out is malloc'ed
+/* Greedy continuations of prompts[0..n) (their gt_hc_prompt_ids) on the
+ * reference backend (n_gen tokens each, EOS not special: exactly what the
+ * normal suites cache), from the reference cache under (kind, data_hash,
+ * settings, and the chat family for a chat cell) or computed and stored.
+ * Prompts longer than n_ctx - n_gen get zeros. *out is malloc'ed
  * (n * n_gen). */
-int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_model *m, const char *kind, const char *data_hash,
+int gt_hc_ref_greedy(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const char *kind,
+                     const char *data_hash,
                      const char *settings, const char *const *prompts, int n, int n_gen,
                      int n_ctx, int32_t **out, bool *cached, gt_err *err);
 
 /* How many of the reference's greedy tokens ref[0..n) the server's text
  * reproduces: the largest k whose decoded pieces are a prefix of text. A
- * reference that reaches EOS at k with the server stopping there ("stop",
- * text equal) counts as n: the rest would come after the end. */
-int gt_hc_agreement(const gt_model *m, const int32_t *ref, int n, const char *text,
-                    const char *finish);
-
-/* Local token count of text (the model's BOS rule), -1 with err. */
-int gt_hc_count_tokens(const gt_model *m, const char *text, gt_err *err);
+ * reference that reaches EOS (or a chat cell's end of turn) at k with the
+ * server stopping there ("stop", text equal) counts as n: the rest would
+ * come after the end. */
+int gt_hc_agreement(const gt_hc *t, const gt_model *m, const int32_t *ref, int n,
+                    const char *text, const char *finish);
 
 /* Defined beside each suite's normal run (smoke.c shares its prompts). */
 int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap);

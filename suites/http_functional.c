@@ -134,7 +134,7 @@ static char *refusal_body(const gt_hc *t, const gt_model *m, const char *prompt,
     if (!q)
         return NULL;
     if (k == R_NO_PROMPT)
-        cJSON_DeleteItemFromObjectCaseSensitive(q, "prompt");
+        gt_hc_set_prompt(t, q, NULL);
     if (k == R_TEMPERATURE)
         cJSON_ReplaceItemInObjectCaseSensitive(q, "temperature", cJSON_CreateNumber(-1));
     if (k == R_STOP_TYPE)
@@ -151,7 +151,7 @@ static char *refusal_body(const gt_hc *t, const gt_model *m, const char *prompt,
             for (size_t i = 0; i < words; i++)
                 memcpy(big + 4 * i, " the", 4);
             big[words * 4] = '\0';
-            cJSON_ReplaceItemInObjectCaseSensitive(q, "prompt", cJSON_CreateString(big));
+            gt_hc_set_prompt(t, q, big);
         }
     }
     char *s = (k != R_OVERSIZED || big) ? cJSON_PrintUnformatted(q) : NULL;
@@ -166,7 +166,7 @@ static char *refusal_body(const gt_hc *t, const gt_model *m, const char *prompt,
 static int refusals(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const char *prompt)
 {
     char url[600];
-    gt_hc_url(t, "/completions", url, sizeof url);
+    gt_hc_generate_url(t, url, sizeof url);
     for (int k = 0; k < R_N; k++) {
         const refusal *r = &REFUSALS[k];
         char *body = refusal_body(t, m, prompt, k);

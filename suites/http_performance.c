@@ -57,7 +57,7 @@ static int one(const client *cl, const char *prompt, sample *out, char *why, siz
     cJSON *so = cJSON_AddObjectToObject(req, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", true);
     char url[600];
-    gt_hc_url(cl->t, "/completions", url, sizeof url);
+    gt_hc_generate_url(cl->t, url, sizeof url);
     gt_http_reply r;
     gt_err e = {{0}};
     int rc = gt_http_post_json(url, req, 1, GT_HC_TIMEOUT_S, &r, &e);
@@ -88,7 +88,9 @@ static int one(const client *cl, const char *prompt, sample *out, char *why, siz
             goto out;
         }
         const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
-        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(ch, "text");
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(
+            cl->t->chat ? cJSON_GetObjectItemCaseSensitive(ch, "delta") : ch,
+            cl->t->chat ? "content" : "text");
         if (cJSON_IsString(tx) && tx->valuestring[0])
             text_events++;
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "usage");

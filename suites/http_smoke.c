@@ -123,7 +123,7 @@ int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err)
         }
         texts[done] = strdup(cr.text);
         snprintf(finish[done], sizeof finish[done], "%s", cr.finish);
-        int local = gt_hc_count_tokens(m, prompts[done], &lerr);
+        int local = gt_hc_prompt_ids(&t, m, prompts[done], NULL, 0, &lerr);
         bool ok_prompt = cr.prompt_tokens == local;
         bool ok_comp = stopped ? cr.completion_tokens >= 0 && cr.completion_tokens <= n_tokens
                                : cr.completion_tokens == n_tokens;
@@ -171,14 +171,14 @@ int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err)
         snprintf(settings, sizeof settings, "n_tokens=%d", n_tokens); /* as smoke.c */
         int32_t *ref = NULL;
         bool cached = false;
-        if (gt_hc_ref_greedy(c, m, "smoke-greedy", data_hash, settings, prompts, n_prompts,
+        if (gt_hc_ref_greedy(c, &t, m, "smoke-greedy", data_hash, settings, prompts, n_prompts,
                              n_tokens, n_ctx, &ref, &cached, &lerr) != 0) {
             gt_suite_result(c, "reference", GT_ST_ERROR, "%s", lerr.msg);
         } else {
             long same = 0, total = (long)n_prompts * n_tokens;
             int div_p = -1, div_k = 0;
             for (int p = 0; p < n_prompts; p++) {
-                int k = gt_hc_agreement(m, ref + (size_t)p * n_tokens, n_tokens, texts[p],
+                int k = gt_hc_agreement(&t, m, ref + (size_t)p * n_tokens, n_tokens, texts[p],
                                         finish[p]);
                 same += k;
                 if (k < n_tokens && div_p < 0)

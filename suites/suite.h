@@ -158,6 +158,7 @@ struct gt_suite_ctx {
      * to serve: suites compare the server with the reference backend on it. */
     const char *endpoint;
     const char *served_model;
+    const char *http_api;      /* "chat": the suites speak /chat/completions; else completions */
     gt_model *model;           /* shared model, loaded on first gt_suite_model */
     int n_failed;              /* failed checks/metrics so far in this cell */
 

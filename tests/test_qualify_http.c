@@ -561,9 +561,10 @@ static bool peer_built(void)
 }
 
 /* matrices/peer.json with llama.cpp's llama-server built: every cell runs
- * the four suites; llama-server's accuracy is scored without echo, its
- * deviations are the five xfail checks the matrix names, its identity is
- * llama.cpp's commit; the gate passes within the issue's 5 minutes. */
+ * the four suites (the chat cells through /v1/chat/completions);
+ * llama-server's accuracy is scored without echo, its deviations are the
+ * five xfail checks the matrix names, its identity is llama.cpp's commit;
+ * the gate passes within the issue's 5 minutes. */
 START_TEST(peer_matrix_qualifies)
 {
     double t0 = now();
@@ -575,28 +576,75 @@ START_TEST(peer_matrix_qualifies)
     ck_assert_msg(took < 300, "matrices/peer.json took %.0f s", took);
     sqlite3 *h = db_open("peer.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT backend || ' ' || status FROM cells ORDER BY idx"),
-                     "llama-server xfail\nserve-cpu pass\nserve-reference pass\n"
+                     "llama-server xfail\nserve-cpu pass\nllama-server-chat xfail\n"
+                     "serve-cpu-chat pass\nserve-reference pass\n"
                      "llama-server xfail\nserve-cpu pass\nserve-reference pass\n");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(DISTINCT r.suite) FROM results r JOIN cells c ON"
-                              " c.id = r.cell WHERE c.backend = 'llama-server' AND r.suite IN"
+                              " c.id = r.cell WHERE c.backend = 'llama-server-chat' AND r.suite IN"
                               " ('smoke', 'functional', 'accuracy', 'performance') AND"
                               " r.status <> 'skip'"),
                      4);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
-                              " WHERE c.backend = 'llama-server' AND m.name = 'echo_method' AND"
-                              " m.value = 0"),
-                     2);
+                              " WHERE c.backend LIKE 'llama-server%%' AND m.name = 'echo_method'"
+                              " AND m.value = 0"),
+                     3);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
                               " WHERE m.name IN ('drift_top1', 'drift_kld_topn_mean') AND"
                               " m.verdict = 'pass'"),
-                     12);
+                     16);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
-                              " WHERE c.backend = 'llama-server' AND r.suite = 'functional' AND"
-                              " r.status = 'fail'"),
-                     10);
+                              " WHERE c.backend LIKE 'llama-server%%' AND r.suite = 'functional'"
+                              " AND r.status = 'fail'"),
+                     15);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE name = 'llama.cpp llama-server'"
                               " AND driver_version LIKE '%%0c1e57098'"),
                      1);
+    sqlite3_close(h);
+}
+END_TEST
+
+/* "api": "chat": gauntlet serve on SmolLM2 (its ChatML template) qualified
+ * through /v1/chat/completions, every suite: the usage counts and the
+ * reference come from the user turn rendered locally with the same
+ * template, accuracy by next-token requests on chat logprobs. */
+START_TEST(chat_api_cell_qualifies)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"name\": \"chat\",\n"
+             " \"models\": [{\"id\": \"smollm2\", \"path\": \"%s\", \"quants\": [\"q4_1\"]}],\n"
+             " \"quants\": [\"q4_1\"],\n"
+             " \"backends\": [{\"id\": \"serve-chat\", \"backend\": \"http\", \"api\": \"chat\","
+             " \"endpoint\": \"http://127.0.0.1:{port}/v1\", \"start\": [\"{gauntlet}\", \"serve\","
+             " \"-m\", \"{model_path}\", \"-b\", \"cpu\", \"--port\", \"{port}\", \"-t\", \"2\", \"-q\"]}],\n"
+             " \"defaults\": {\"timeout_s\": 240, \"threads\": 2},\n"
+             " \"tolerances\": {\"default\": {\"accuracy.drift_top1\": {\"min\": 0.98},"
+             " \"accuracy.drift_kld_topn_mean\": {\"max\": 1e-6}}},\n"
+             " \"tiers\": {\"t\": {\"suites\": [\"smoke\", \"functional\", \"accuracy\", \"performance\"],"
+             " \"settings\": {\"smoke\": {\"n_tokens\": 8}, \"functional\": {\"n_tokens\": 4},"
+             " \"accuracy\": {\"max_scored\": 12, \"max_prompts\": 2, \"n_gen\": 4},"
+             " \"performance\": {\"n_prompt\": 16, \"n_gen\": 8, \"n_clients\": 1, \"requests\": 2}}}}}\n",
+             gt_test_smollm2());
+    const char *m = path_in("chat.json");
+    gt_test_write_file(m, text, strlen(text));
+    int rc = run(BIN " qualify '%s' --db chat.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    sqlite3 *h = db_open("chat.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM cells"), "pass\n");
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(DISTINCT suite) FROM results WHERE status = 'pass' AND"
+                              " suite IN ('smoke', 'functional', 'accuracy', 'performance')"),
+                     4);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results WHERE status <> 'pass'"), 0);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics WHERE name = 'echo_method' AND"
+                              " value = 0"),
+                     1);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics WHERE name = 'scored_tokens' AND"
+                              " value = 12"),
+                     1);
+    /* the rendered turn: the default system prompt and the markers count */
+    ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM results WHERE check_name = 'usage' AND message"
+                           " LIKE 'usage matches: %% prompt tokens%%'") == 1,
+                  "%s", q_text(h, "SELECT message FROM results WHERE check_name = 'usage'"));
     sqlite3_close(h);
 }
 END_TEST
@@ -605,12 +653,12 @@ END_TEST
 START_TEST(peer_matrix_without_peer_skips)
 {
     int rc = run("GT_PEER_DIR=/nonexistent " BIN " qualify '%s/matrices/peer.json' --db nopeer.sqlite"
-                 " --backends llama-server", GT_SOURCE_DIR);
+                 " --backends llama-server,llama-server-chat", GT_SOURCE_DIR);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nopeer.sqlite");
     ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason LIKE"
                            " 'peer not built: no llama-server in /nonexistent/llama.cpp-0.3.36-%%"
-                           " (run ci/peer-llamacpp.sh)'") == 2,
+                           " (run ci/peer-llamacpp.sh)'") == 3,
                   "%s", q_text(h, "SELECT status || ': ' || reason FROM cells"));
     sqlite3_close(h);
 }
@@ -635,6 +683,9 @@ int main(void)
     tcase_add_test(tc, backends_option_filters_cells);
     tcase_add_test(tc, known_deviations_are_xfail_checks);
     tcase_add_test(tc, start_exit_77_is_a_skip);
+    gt_test_add_if(tc, chat_api_cell_qualifies, gt_test_smollm2() != NULL,
+                   "a chat cell needs a model with a chat template: SmolLM2, which was not "
+                   "found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
     gt_test_add_if(tc, peer_matrix_without_peer_skips, gt_test_smollm2() != NULL,
                    "matrices/peer.json qualifies SmolLM2, which was not found "
                    "(ci/fetch-smollm2.sh or GT_SMOLLM2)");

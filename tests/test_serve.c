@@ -28,7 +28,7 @@
 
 /* The server's pure parts, compiled in for direct unit tests. */
 #include "../harness/base/cli_common.c"
-#include "../harness/serve/serve_chat.c"
+#include "../harness/base/chat_template.c"
 #include "../harness/serve/serve_gen.c"
 #include "../harness/serve/serve_request.c"
 #include "../harness/base/utf8.c"

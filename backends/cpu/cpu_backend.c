@@ -13,9 +13,10 @@
  * (scalar, avx2, avx512, auto); asking for one the CPU lacks is an error,
  * not a silent downgrade, so a qualification cell means what it says.
  * GT_CPU_BLAS_MIN_BATCH overrides the batch size from which matrix products
- * go to BLAS (default 16; 0 never). GT_CPU_ACT picks the dot path for
- * quantized weights: f32 (default, activations as they are) or q8
- * (activations quantized to 8-bit blocks, integer dots; see cpu_matmul.c).
+ * go to BLAS (default 16; 0 never). The driver profile's act= (or
+ * GT_CPU_ACT) picks the dot path for quantized weights: f32 (default,
+ * activations as they are) or q8 (activations quantized to 8-bit blocks,
+ * integer dots; see cpu_matmul.c).
  * Weights stay where the runtime mapped
  * them: buffer_from_host wraps them without a copy. */
 #include "cpu.h"
@@ -92,18 +93,30 @@ static int choose_kernels(gt_cpu_kernels *k, gt_err *err)
     return gt_err_set(err, "GT_CPU_ISA=%s: not compiled into this build", want);
 }
 
-/* GT_CPU_ACT: f32 (default) or q8; anything else is a configuration error. */
-static int choose_act(bool *q8, gt_err *err)
+/* The activation path: the driver profile's "act=f32|q8" (so one matrix can
+ * qualify both as two profiles), else GT_CPU_ACT, else f32. Anything else is
+ * a configuration error, as is a profile and an environment that disagree. */
+static int choose_act(const char *driver, bool *q8, gt_err *err)
 {
-    const char *want = getenv("GT_CPU_ACT");
+    const char *env = getenv("GT_CPU_ACT");
+    char want[16] = "";
+    const char *p = driver ? strstr(driver, "act=") : NULL;
+    if (p && (p == driver || p[-1] == ',' || p[-1] == ' ')) {
+        size_t n = strcspn(p + 4, ", ");
+        snprintf(want, sizeof want, "%.*s", (int)(n < sizeof want ? n : sizeof want - 1), p + 4);
+        if (env && env[0] && strcmp(env, want) != 0)
+            return gt_err_set(err, "driver profile act=%s but GT_CPU_ACT=%s: unset one", want, env);
+    } else if (env) {
+        snprintf(want, sizeof want, "%.15s", env);
+    }
     *q8 = false;
-    if (!want || !want[0] || strcmp(want, "f32") == 0)
+    if (!want[0] || strcmp(want, "f32") == 0)
         return 0;
     if (strcmp(want, "q8") == 0) {
         *q8 = true;
         return 0;
     }
-    return gt_err_set(err, "GT_CPU_ACT=%s: expected f32 or q8", want);
+    return gt_err_set(err, "%s%s: expected f32 or q8", p ? "act=" : "GT_CPU_ACT=", want);
 }
 
 static int n_cores(void)
@@ -164,7 +177,7 @@ static int cpu_probe(gt_device_info *devs, int max, const char *driver, gt_err *
 {
     gt_cpu_kernels k;
     bool act_q8;
-    if (choose_kernels(&k, err) != 0 || choose_act(&act_q8, err) != 0)
+    if (choose_kernels(&k, err) != 0 || choose_act(driver, &act_q8, err) != 0)
         return 0;
     gt_cpu_blas blas;
     gt_cpu_blas_load(driver, &blas);
@@ -640,7 +653,7 @@ static int cpu_init(const gt_backend_config *cfg, gt_backend **out, gt_err *err)
         }
         c->blas_min_batch = v == 0 ? INT32_MAX : (int)v;
     }
-    if (choose_kernels(&c->k, err) != 0 || choose_act(&c->act_q8, err) != 0) {
+    if (choose_kernels(&c->k, err) != 0 || choose_act(cfg->driver, &c->act_q8, err) != 0) {
         cpu_free(b);
         return -1;
     }

@@ -4,13 +4,15 @@
  * paths in its errors (jsonv.h), SHA-256 (sha256.h), UTF-8 checks (utf8.h),
  * and what the verbs and the libraries under them share: number parsing,
  * opening a model + backend + session from the common options
- * (cli_common.h).
+ * (cli_common.h), and chat templates recognized by family and rendered to
+ * tokens (chat_template.h).
  *
  * May use: the runtime's public headers (gt/), cJSON. Nothing else of the
  * harness. */
 #ifndef GT_BASE_H
 #define GT_BASE_H
 
+#include "chat_template.h"
 #include "cli_common.h"
 #include "jsonv.h"
 #include "sha256.h"

@@ -28,4 +28,17 @@ double bench_read_bandwidth(size_t bytes, int nt, char *why, size_t why_len);
 double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
                         size_t name_len);
 
+/* One run of llama.cpp's llama-bench (the peer of `gauntlet bench --peer`):
+ * the binary at path on model with -p pp -n tg -t threads -r 1 -o json.
+ * Fills the t/s of its pp and tg tests (0 when not run) and its build
+ * ("b<number>-<commit>"). Returns 0, or -1 with why (could not run, exited
+ * nonzero: its last output line, printed no JSON). */
+typedef struct bench_peer_run {
+    double pp_tps, tg_tps;
+    char build[64];
+} bench_peer_run;
+
+int bench_peer_llamabench(const char *path, const char *model, long pp, long tg, int threads,
+                          bench_peer_run *out, char *why, size_t why_len);
+
 #endif

@@ -15,7 +15,11 @@
  * alone and a crash is reported, not inherited. Repetitions come after one
  * warm-up of each test; the median and the sample standard deviation are
  * reported. --compare B2 benches a second backend in the same run and
- * prints the speed ratios. */
+ * prints the speed ratios. --peer llama-bench=PATH runs llama.cpp's
+ * llama-bench on the same file with the same -p/-n/-t, one repetition of
+ * each side in turn (gauntlet's child, then the peer, -r times), so both see
+ * the same machine state, and prints the peer's median t/s and the ratio
+ * gauntlet/peer beside each row. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
@@ -61,8 +65,16 @@ typedef struct bench_res {
     uint64_t peak_rss, kv_bytes;
 } bench_res;
 
+/* The peer's repetitions (--peer). */
+typedef struct peer_res {
+    const char *path;
+    int n;
+    double pp[MAX_REPS], tg[MAX_REPS];
+    char build[64], err[600];
+} peer_res;
+
 typedef struct bench_opts {
-    const char *model, *backend, *driver, *compare;
+    const char *model, *backend, *driver, *compare, *peer;
     long pp, tg, reps, threads, cpp, ctg, creps;
     long bw_mib;
     bool machine;
@@ -86,6 +98,11 @@ static void help(FILE *f)
             "      --compare-p N      prefill tokens for B2 (default: -p)\n"
             "      --compare-n N      decode tokens for B2 (default: -n)\n"
             "      --compare-r N      repetitions for B2 (default: -r)\n"
+            "      --peer llama-bench=PATH\n"
+            "                         also run llama.cpp's llama-bench at PATH on the same file,\n"
+            "                         -p/-n/-t, repetitions interleaved with this backend's; prints\n"
+            "                         its t/s and the ratio gauntlet/peer (ci/peer-llamacpp.sh\n"
+            "                         builds one)\n"
             "      --bw-mib N         bandwidth buffer in MiB (default 1024)\n"
             "      --no-machine       skip the bandwidth and sgemm measurements\n");
 }
@@ -279,7 +296,7 @@ static double prefill_flops(const model_facts *mf, long pp)
 typedef struct row {
     const bench_res *r;
     char test[16];
-    double tps, sd, metric, pct, ratio;
+    double tps, sd, metric, pct, ratio, peer_tps, peer_ratio;
     const char *metric_unit, *pct_of;
 } row;
 
@@ -312,7 +329,7 @@ static int make_rows(const bench_res *r, const model_facts *mf, const machine_re
         w->pct_of = "read bandwidth";
     }
     for (int i = 0; i < n; i++)
-        out[i].ratio = NAN;
+        out[i].ratio = out[i].peer_tps = out[i].peer_ratio = NAN;
     return n;
 }
 
@@ -337,6 +354,10 @@ static cJSON *row_json(const row *w, const model_facts *mf)
         cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "pct_of_sgemm" : "pct_of_read_bw", w->pct);
     if (!isnan(w->ratio))
         cJSON_AddNumberToObject(o, "ratio_vs_compare", w->ratio);
+    if (!isnan(w->peer_tps)) {
+        cJSON_AddNumberToObject(o, "peer_tokens_per_s", w->peer_tps);
+        cJSON_AddNumberToObject(o, "ratio_vs_peer", w->peer_ratio);
+    }
     cJSON_AddNumberToObject(o, "load_s", w->r->load_s);
     cJSON_AddNumberToObject(o, "peak_rss", (double)w->r->peak_rss);
     cJSON_AddNumberToObject(o, "rss_budget", (double)(mf->file_bytes + w->r->kv_bytes + (64u << 20)));
@@ -390,8 +411,39 @@ static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
     printf("\n");
 }
 
+/* The peer's median beside each row of the first backend. */
+static void add_peer(row *rows, int n, const peer_res *pr)
+{
+    for (int i = 0; pr && pr->n > 0 && i < n; i++) {
+        double v = rows[i].test[0] == 'p' ? median(pr->pp, pr->n) : median(pr->tg, pr->n);
+        rows[i].peer_tps = v;
+        rows[i].peer_ratio = v > 0 ? rows[i].tps / v : NAN;
+    }
+}
+
+static void print_peer(const bench_opts *o, const row *rows, int n, const peer_res *pr, int nt)
+{
+    if (!pr)
+        return;
+    if (pr->n == 0) {
+        printf("\npeer llama-bench: failed: %s\n", pr->err);
+        return;
+    }
+    printf("\npeer: llama-bench at %s (llama.cpp %s), same file, -t %d, %d repetitions of each "
+           "side interleaved%s%s\n",
+           pr->path, pr->build[0] ? pr->build : "build unknown", nt, pr->n,
+           pr->err[0] ? "; then failed: " : "", pr->err);
+    printf("\n| test | %s t/s | llama.cpp t/s | %s / llama.cpp |\n|---|---:|---:|---:|\n",
+           o->backend, o->backend);
+    for (int i = 0; i < n; i++)
+        if (!isnan(rows[i].peer_tps))
+            printf("| %s | %.2f | %.2f | %.2fx |\n", rows[i].test, rows[i].tps, rows[i].peer_tps,
+                   rows[i].peer_ratio);
+}
+
 static void report(const bench_opts *o, const model_facts *mf, const machine_res *mach,
-                   bench_res *const res[2], const long pps[2], const long tgs[2])
+                   bench_res *const res[2], const long pps[2], const long tgs[2],
+                   const peer_res *pr, int nt)
 {
     row rows[4];
     int nr = 0;
@@ -409,6 +461,8 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
             for (int b = first[1]; b < first[1] + count[1]; b++)
                 if (rows[a].test[0] == rows[b].test[0] && rows[b].tps > 0)
                     rows[a].ratio = rows[a].tps / rows[b].tps;
+    if (res[0]->ok)
+        add_peer(rows + first[0], count[0], pr);
 
     if (o->out == OUT_JSON || o->out == OUT_JSONL) {
         cJSON *arr = cJSON_CreateArray();
@@ -416,6 +470,13 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
             cJSON_AddItemToArray(arr, machine_json(mach));
         for (int i = 0; i < nr; i++)
             cJSON_AddItemToArray(arr, row_json(&rows[i], mf));
+        if (pr && pr->n == 0) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "kind", "error");
+            cJSON_AddStringToObject(e, "backend", "peer");
+            cJSON_AddStringToObject(e, "error", pr->err);
+            cJSON_AddItemToArray(arr, e);
+        }
         for (int i = 0; i < 2; i++)
             if (res[i] && !res[i]->ok) {
                 cJSON *e = cJSON_CreateObject();
@@ -441,15 +502,17 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
     if (o->out == OUT_CSV) {
         printf("model,type,backend,threads,driver,driver_version,test,tokens_per_s,stddev,metric,unit,"
                "pct_of_machine,machine_ref,ratio_vs_compare,load_s,peak_rss_mib,rss_budget_mib,"
-               "read_gbs,sgemm_gflops\n");
+               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer\n");
         for (int i = 0; i < nr; i++) {
             const row *w = &rows[i];
-            printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f\n",
+            printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f,"
+                   "%.2f,%.3f\n",
                    mf->file, mf->type, w->r->backend, w->r->threads, w->r->driver,
                    w->r->driver_version, w->test, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
                    w->pct_of, w->ratio, w->r->load_s, w->r->peak_rss / 1048576.0,
                    (mf->file_bytes + w->r->kv_bytes + (64u << 20)) / 1048576.0,
-                   mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN);
+                   mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN, w->peer_tps,
+                   w->peer_ratio);
         }
         return;
     }
@@ -487,6 +550,66 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
         printf("\nratio column: %s / %s in this run\n", res[0]->backend, res[1]->backend);
     if (res[0]->ok)
         printf("%s: %s\n", res[0]->backend, res[0]->extra);
+    if (res[0]->ok)
+        print_peer(o, rows + first[0], count[0], pr, nt);
+}
+
+/* --peer: reps rounds of one gauntlet repetition (its own child, after its
+ * warm-up) then one llama-bench run; res gathers gauntlet's repetitions.
+ * Returns -1 when a side failed (its error set; what was measured before
+ * stays). */
+static int run_interleaved(const backend_arg *ba, const char *model, int nt, bench_res *res,
+                           peer_res *pr)
+{
+    backend_arg one = *ba;
+    one.reps = 1;
+    bench_res *r = malloc(sizeof *r);
+    if (!r) {
+        snprintf(res->err, sizeof res->err, "out of memory");
+        return -1;
+    }
+    char why[256];
+    int rc = 0;
+    for (long k = 0; k < ba->reps; k++) {
+        why[0] = '\0';
+        fprintf(stderr, "gauntlet bench: round %ld/%ld: %s, then llama-bench\n", k + 1, ba->reps,
+                ba->backend);
+        if (bench_in_child(backend_child, &one, r, sizeof *r, why, sizeof why) != 0 || !r->ok) {
+            if (!r->ok && !why[0])
+                snprintf(why, sizeof why, "%s", r->err);
+            snprintf(res->err, sizeof res->err, "%s", why);
+            res->ok = 0;
+            rc = -1;
+            break;
+        }
+        /* this round's facts, the repetitions of all rounds, the largest RSS */
+        bench_res all = *res;
+        uint64_t rss = res->peak_rss > r->peak_rss ? res->peak_rss : r->peak_rss;
+        *res = *r;
+        memcpy(res->pp, all.pp, sizeof res->pp);
+        memcpy(res->tg, all.tg, sizeof res->tg);
+        res->n_pp = all.n_pp;
+        res->n_tg = all.n_tg;
+        res->peak_rss = rss;
+        if (r->n_pp)
+            res->pp[res->n_pp++] = r->pp[0];
+        if (r->n_tg)
+            res->tg[res->n_tg++] = r->tg[0];
+        bench_peer_run pe;
+        char pwhy[600];
+        if (bench_peer_llamabench(pr->path, model, ba->pp, ba->tg, nt, &pe, pwhy, sizeof pwhy) !=
+            0) {
+            snprintf(pr->err, sizeof pr->err, "%s", pwhy);
+            rc = -1;
+            break;
+        }
+        pr->pp[pr->n] = pe.pp_tps;
+        pr->tg[pr->n] = pe.tg_tps;
+        pr->n++;
+        snprintf(pr->build, sizeof pr->build, "%s", pe.build);
+    }
+    free(r);
+    return rc;
 }
 
 /* ---- the verb ------------------------------------------------------------------------ */
@@ -515,7 +638,7 @@ int cmd_bench(int argc, char **argv)
 {
     bench_opts o = {.backend = "cpu", .pp = 512, .tg = 128, .reps = 5, .cpp = -1, .ctg = -1,
                     .creps = -1, .bw_mib = 1024, .machine = true, .out = OUT_MD};
-    enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH };
+    enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH, O_PEER };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"backend", required_argument, 0, 'b'},
         {"prompt", required_argument, 0, 'p'},   {"gen", required_argument, 0, 'n'},
@@ -524,6 +647,7 @@ int cmd_bench(int argc, char **argv)
         {"compare", required_argument, 0, O_CMP}, {"compare-p", required_argument, 0, O_CPP},
         {"compare-n", required_argument, 0, O_CTG}, {"compare-r", required_argument, 0, O_CREPS},
         {"bw-mib", required_argument, 0, O_BW},  {"no-machine", no_argument, 0, O_NOMACH},
+        {"peer", required_argument, 0, O_PEER},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -554,6 +678,19 @@ int cmd_bench(int argc, char **argv)
         case O_CREPS: bad = gt_cli_int(V, "--compare-r", optarg, 1, MAX_REPS, &o.creps); break;
         case O_BW: bad = gt_cli_int(V, "--bw-mib", optarg, 16, 1 << 20, &o.bw_mib); break;
         case O_NOMACH: o.machine = false; break;
+        case O_PEER:
+            if (strncmp(optarg, "llama-bench=", 12) != 0 || !optarg[12]) {
+                fprintf(stderr, "gauntlet bench: --peer %s: expected llama-bench=PATH (the only "
+                                "peer it knows)\n", optarg);
+                bad = 1;
+            } else if (access(optarg + 12, X_OK) != 0) {
+                fprintf(stderr, "gauntlet bench: --peer: %s is not an executable file (bash "
+                                "ci/peer-llamacpp.sh builds one)\n", optarg + 12);
+                bad = 1;
+            } else {
+                o.peer = optarg + 12;
+            }
+            break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -606,16 +743,23 @@ int cmd_bench(int argc, char **argv)
     const long reps[2] = {o.reps, o.creps > 0 ? o.creps : o.reps};
     const char *names[2] = {o.backend, o.compare};
     int rc = GT_EXIT_OK;
+    peer_res *pr = o.peer ? calloc(1, sizeof *pr) : NULL;
+    if (pr)
+        pr->path = o.peer;
     for (int i = 0; i < (o.compare ? 2 : 1); i++) {
         res[i] = calloc(1, sizeof *res[i]);
-        if (!res[i]) {
+        if (!res[i] || (o.peer && !pr)) {
             fprintf(stderr, "gauntlet bench: out of memory\n");
             rc = GT_EXIT_FAIL;
             break;
         }
         const backend_arg ba = {names[i], i == 0 ? o.driver : NULL, o.model, pps[i], tgs[i],
                                 reps[i], nt};
-        if (bench_in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) != 0) {
+        if (i == 0 && pr) {
+            if (run_interleaved(&ba, o.model, nt, res[0], pr) != 0)
+                rc = GT_EXIT_FAIL;
+        } else if (bench_in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) !=
+                   0) {
             snprintf(res[i]->backend, sizeof res[i]->backend, "%s", names[i]);
             snprintf(res[i]->err, sizeof res[i]->err, "%s", why);
             res[i]->ok = 0;
@@ -624,8 +768,9 @@ int cmd_bench(int argc, char **argv)
             rc = GT_EXIT_FAIL;
     }
     if (res[0])
-        report(&o, &mf, have_machine ? &mach : NULL, res, pps, tgs);
+        report(&o, &mf, have_machine ? &mach : NULL, res, pps, tgs, pr, nt);
     free(res[0]);
     free(res[1]);
+    free(pr);
     return rc;
 }

@@ -160,6 +160,8 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
             cJSON_AddItemToObject(http, "start", cJSON_Duplicate(h->start, 1));
         if (h->model)
             cJSON_AddStringToObject(http, "model", h->model);
+        if (h->api)
+            cJSON_AddStringToObject(http, "api", h->api);
         cJSON_AddNumberToObject(http, "start_timeout_s", h->start_timeout_s);
         cJSON_AddStringToObject(http, "gauntlet", self_exe);
         cJSON_AddStringToObject(http, "root", m->base);

@@ -58,13 +58,14 @@ typedef struct gt_mx_driver {
 
 /* An "http" backend entry: an OpenAI-compatible server qualified through
  * its API. Templates may hold placeholders ({port} in endpoint/health;
- * {gauntlet}, {model_path}, {port}, {threads} in start) that the worker
+ * {gauntlet}, {model_path}, {port}, {threads}, {root} in start) that the worker
  * fills in per cell. */
 typedef struct gt_mx_http {
     const char *endpoint;  /* API base URL template, "http://127.0.0.1:{port}/v1" */
     char health[512];      /* health URL template (default: endpoint's origin + "/health") */
     const cJSON *start;    /* argv template (array of strings), NULL = a server already running */
     const char *model;     /* model name sent in requests, NULL = the server's first */
+    const char *api;       /* "completions" (default) or "chat": which endpoint the suites use */
     double start_timeout_s; /* how long the health check may take */
 } gt_mx_http;
 

@@ -67,7 +67,7 @@ int gt_matrix_parse_http(const gt_jv *v, const cJSON *node, const char *path, gt
     static const char *const KEYS[] = {"id",        "backend",   "endpoint",  "start",
                                        "model",     "health",    "start_timeout_s",
                                        "threads",   "timeout_s", "memory_mb", "description",
-                                       NULL};
+                                       "api",       NULL};
     static const char *const URL_PH[] = {"port", NULL};
     static const char *const START_PH[] = {"gauntlet", "model_path", "port", "threads", "root",
                                            NULL};
@@ -86,9 +86,15 @@ int gt_matrix_parse_http(const gt_jv *v, const cJSON *node, const char *path, gt
         gt_jv_int(v, node, path, "threads", false, 0, 1024, &threads) ||
         gt_jv_num(v, node, path, "timeout_s", false, 0.001, 1e6, &b->timeout_s) ||
         gt_jv_int(v, node, path, "memory_mb", false, 0, INT64_MAX / 2, &b->memory_mb) ||
-        gt_jv_str(v, node, path, "description", false, &desc))
+        gt_jv_str(v, node, path, "description", false, &desc) ||
+        gt_jv_str(v, node, path, "api", false, &b->http.api))
         return -1;
     b->threads = (int)threads;
+    if (b->http.api && strcmp(b->http.api, "completions") != 0 && strcmp(b->http.api, "chat") != 0)
+        return gt_jv_fail(v, gt_jv_key(p, path, "api"),
+                          "expected \"completions\" (POST {endpoint}/completions, the default) or "
+                          "\"chat\" (POST {endpoint}/chat/completions), got \"%s\"",
+                          b->http.api);
     if (strcmp(kind, "http") != 0)
         return gt_jv_fail(v, gt_jv_key(p, path, "backend"),
                           "expected \"http\" (a built-in backend is named by \"id\" alone), "

@@ -762,6 +762,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, n_threads, faults);
     ctx.endpoint = endpoint;
     ctx.served_model = sget(http, "model");
+    ctx.http_api = sget(http, "api");
     int ran = run_suites(w, &ctx, true, t0);
     gt_model_free(ctx.model);
     if (ran == 0)

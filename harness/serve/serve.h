@@ -8,9 +8,9 @@
  *   serve_http.c     libmicrohttpd routing, the bounded queue, the worker
  *                    thread that owns the session, timeouts, shutdown.
  * The model session is used by the worker thread only; HTTP threads only
- * parse, tokenize (the tokenizer is read-only) and wait. serve_chat.c
- * renders chat messages through the model's template (serve_chat.h,
- * private to this folder).
+ * parse, tokenize (the tokenizer is read-only) and wait. Chat messages are
+ * rendered through the model's template by base's chat_template.h, which the
+ * http suites share to render a chat cell's prompts for the reference.
  *
  * May use: base, libmicrohttpd, cJSON, the runtime's public headers. */
 #ifndef GT_SERVE_H
@@ -25,7 +25,7 @@
 #include "gt/error.h"
 #include "gt/model.h"
 #include "gt/session.h"
-#include "serve_chat.h"
+#include "base.h"
 
 #define GT_SERVE_MAX_STOP 16
 #define GT_SERVE_MAX_STOP_LEN 256

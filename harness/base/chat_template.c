@@ -1,4 +1,4 @@
-/* serve_chat.c: recognize a GGUF chat template's family and render a
+/* chat_template.c: recognize a GGUF chat template's family and render a
  * conversation to tokens, the way the template would.
  *
  * Text between two control tokens is tokenized as one piece with no BOS,
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve_chat.h"
+#include "chat_template.h"
 
 const char *gt_chat_family_name(gt_chat_family f)
 {

@@ -1,11 +1,13 @@
-/* serve_chat.h: chat templates for POST /v1/chat/completions.
+/* chat_template.h: chat templates, for `gauntlet serve`'s POST
+ * /v1/chat/completions and for the http suites, which render a chat cell's
+ * prompts the same way for the reference backend.
  *
  * No Jinja engine: the GGUF's tokenizer.chat_template is recognized by the
  * markers that identify its family, and the family is rendered in C. The
  * rendering is a token sequence, not text, because the turn markers are
  * control tokens that the text tokenizer never produces. */
-#ifndef GT_SERVE_CHAT_H
-#define GT_SERVE_CHAT_H
+#ifndef GT_CHAT_TEMPLATE_H
+#define GT_CHAT_TEMPLATE_H
 
 #include <stddef.h>
 #include <stdint.h>
