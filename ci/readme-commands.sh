@@ -60,6 +60,12 @@ entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.
   "takes ~15 minutes on 2 cores (60 cells, SmolLM2 and Gemma 3 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
 entry 'gauntlet qualify matrices/serve.json --db serve.sqlite --html serve.html' run \
   'serve.sqlite serve.html'
+entry 'bash ci/peer-llamacpp.sh' skip \
+  "builds llama.cpp from the llama-cpp-python sdist on PyPI (the network, ~5 minutes on 2 cores); never part of ci/test.sh: test_qualify_http runs matrices/peer.json when it is built"
+entry 'gauntlet qualify matrices/peer.json --db peer.sqlite --html peer.html' skip \
+  "needs SmolLM2 and about 2 minutes; test_qualify_http runs it (peer_matrix_qualifies with the peer built, peer_matrix_without_peer_skips without)"
+entry 'gauntlet bench -m SmolLM2-Q4_0.gguf -t 2 --peer llama-bench=PATH' skip \
+  "needs the peer's llama-bench (ci/peer-llamacpp.sh); ci/bench.sh runs it when the peer is built"
 entry 'gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md' run 'pr.md'
 PRE['gauntlet report --db results.sqlite --baseline last-release.sqlite --markdown pr.md']='cp results.sqlite last-release.sqlite'
 entry 'GT_RUN_ID=$CI_RUN gauntlet qualify matrices/ci.json --shard 1/4 --db s1.sqlite' skip \
