@@ -617,7 +617,7 @@ START_TEST(chat_api_cell_qualifies)
              " \"backends\": [{\"id\": \"serve-chat\", \"backend\": \"http\", \"api\": \"chat\","
              " \"endpoint\": \"http://127.0.0.1:{port}/v1\", \"start\": [\"{gauntlet}\", \"serve\","
              " \"-m\", \"{model_path}\", \"-b\", \"cpu\", \"--port\", \"{port}\", \"-t\", \"2\", \"-q\"]}],\n"
-             " \"defaults\": {\"timeout_s\": 240, \"threads\": 2},\n"
+             " \"defaults\": {\"timeout_s\": 900, \"threads\": 2},\n"
              " \"tolerances\": {\"default\": {\"accuracy.drift_top1\": {\"min\": 0.98},"
              " \"accuracy.drift_kld_topn_mean\": {\"max\": 1e-6}}},\n"
              " \"tiers\": {\"t\": {\"suites\": [\"smoke\", \"functional\", \"accuracy\", \"performance\"],"
