@@ -106,6 +106,11 @@ typedef struct bad_case {
 static const bad_case BAD[] = {
     {"no endpoint", "{\"id\": \"s\", \"backend\": \"http\"}", "backends[0].endpoint",
      "required key is missing"},
+    {"unknown api", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"http://x/v1\", "
+     "\"api\": \"rest\"}", "backends[0].api", "expected \"completions\""},
+    {"unknown start placeholder", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": "
+     "\"http://x/v1\", \"start\": [\"{rooot}/x\"]}", "backends[0].start[0]",
+     "unknown placeholder {rooot} (known here: {gauntlet}, {model_path}, {port}, {threads}, {root})"},
     {"https endpoint", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"https://x/v1\"}",
      "backends[0].endpoint", "https is not supported"},
     {"not a URL", "{\"id\": \"s\", \"backend\": \"http\", \"endpoint\": \"127.0.0.1:8080/v1\"}",
