@@ -541,73 +541,6 @@ START_TEST(start_exit_77_is_a_skip)
 }
 END_TEST
 
-/* Where ci/peer-llamacpp.sh builds the peer for this user ($GT_PEER_DIR or
- * the user's cache: run() gives the commands a cache of their own). */
-static const char *peer_dir(void)
-{
-    static char dir[4096];
-    const char *env = getenv("GT_PEER_DIR"), *xdg = getenv("XDG_CACHE_HOME");
-    if (env && *env)
-        snprintf(dir, sizeof dir, "%s", env);
-    else if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/gauntlet/peer", xdg);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/gauntlet/peer", getenv("HOME") ? getenv("HOME") : "");
-    return dir;
-}
-
-static bool peer_built(void)
-{
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "GT_PEER_DIR='%s' bash '" GT_SOURCE_DIR "/ci/peer-llamacpp.sh' --where >/dev/null 2>&1",
-             peer_dir());
-    return system(cmd) == 0;
-}
-
-/* matrices/peer.json with llama.cpp's llama-server built: every cell runs
- * the four suites (the chat cells through /v1/chat/completions);
- * llama-server's accuracy is scored without echo, its deviations are the
- * five xfail checks the matrix names, its identity is llama.cpp's commit;
- * the gate passes within the issue's 5 minutes. */
-START_TEST(peer_matrix_qualifies)
-{
-    double t0 = now();
-    int rc = run("GT_PEER_DIR='%s' " BIN " qualify '%s/matrices/peer.json' --db peer.sqlite",
-                 peer_dir(), GT_SOURCE_DIR);
-    double took = now() - t0;
-    printf("matrices/peer.json: %.1f s\n", took);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
-    ck_assert_msg(took < 300, "matrices/peer.json took %.0f s", took);
-    sqlite3 *h = db_open("peer.sqlite");
-    ck_assert_str_eq(q_text(h, "SELECT backend || ' ' || status FROM cells ORDER BY idx"),
-                     "llama-server xfail\nserve-cpu pass\nllama-server-chat xfail\n"
-                     "serve-cpu-chat pass\nserve-reference pass\n"
-                     "llama-server xfail\nserve-cpu pass\nserve-reference pass\n");
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(DISTINCT r.suite) FROM results r JOIN cells c ON"
-                              " c.id = r.cell WHERE c.backend = 'llama-server-chat' AND r.suite IN"
-                              " ('smoke', 'functional', 'accuracy', 'performance') AND"
-                              " r.status <> 'skip'"),
-                     4);
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
-                              " WHERE c.backend LIKE 'llama-server%%' AND m.name = 'echo_method'"
-                              " AND m.value = 0"),
-                     3);
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
-                              " WHERE m.name IN ('drift_top1', 'drift_kld_topn_mean') AND"
-                              " m.verdict = 'pass'"),
-                     16);
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
-                              " WHERE c.backend LIKE 'llama-server%%' AND r.suite = 'functional'"
-                              " AND r.status = 'fail'"),
-                     15);
-    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE name = 'llama.cpp llama-server'"
-                              " AND driver_version LIKE '%%0c1e57098'"),
-                     1);
-    sqlite3_close(h);
-}
-END_TEST
-
 /* "api": "chat": gauntlet serve on SmolLM2 (its ChatML template) qualified
  * through /v1/chat/completions, every suite: the usage counts and the
  * reference come from the user turn rendered locally with the same
@@ -654,21 +587,6 @@ START_TEST(chat_api_cell_qualifies)
 }
 END_TEST
 
-/* Without the peer the llama-server cells skip, saying how to build it. */
-START_TEST(peer_matrix_without_peer_skips)
-{
-    int rc = run("GT_PEER_DIR=/nonexistent " BIN " qualify '%s/matrices/peer.json' --db nopeer.sqlite"
-                 " --backends llama-server,llama-server-chat", GT_SOURCE_DIR);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
-    sqlite3 *h = db_open("nopeer.sqlite");
-    ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason LIKE"
-                           " 'peer not built: no llama-server in /nonexistent/llama.cpp-0.3.36-%%"
-                           " (run ci/peer-llamacpp.sh)'") == 3,
-                  "%s", q_text(h, "SELECT status || ': ' || reason FROM cells"));
-    sqlite3_close(h);
-}
-END_TEST
-
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -691,12 +609,6 @@ int main(void)
     gt_test_add_if(tc, chat_api_cell_qualifies, gt_test_smollm2() != NULL,
                    "a chat cell needs a model with a chat template: SmolLM2, which was not "
                    "found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
-    gt_test_add_if(tc, peer_matrix_without_peer_skips, gt_test_smollm2() != NULL,
-                   "matrices/peer.json qualifies SmolLM2, which was not found "
-                   "(ci/fetch-smollm2.sh or GT_SMOLLM2)");
-    gt_test_add_if(tc, peer_matrix_qualifies, peer_built() && gt_test_smollm2() != NULL,
-                   peer_built() ? "matrices/peer.json qualifies SmolLM2, which was not found"
-                                : "peer not built (run ci/peer-llamacpp.sh)");
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }
