@@ -66,7 +66,7 @@ for n in ${GT_BENCH_SIZES:-1000 3000 10000}; do
     "$build/gauntlet" report --db "$dir/r$n.sqlite" --run 2 --baseline 1 --html "$dir/r$n.html"
     write=$(echo "$(date +%s.%N) - $start" | bc)
     size=$(echo "$(wc -c <"$dir/r$n.html") / 1000000" | bc -l)
-    profile=$(mktemp -d)
+    profile=$(mktemp -d "$dir/profile.XXXXXX")
     start=$(date +%s.%N)
     timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars \
         --user-data-dir="$profile" --virtual-time-budget=2000 --window-size=1400,2000 \

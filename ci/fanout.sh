@@ -12,8 +12,8 @@
 #
 # usage: ci/fanout.sh [MATRIX]   (default matrices/quickstart.json)
 #   env: GAUNTLET (build/gauntlet), GT_FANOUT_DIR (kept; default a temp dir
-#        removed on success), GT_FANOUT_SERIAL=1 (the four jobs one after
-#        another; ci/sanitize.sh sets it)
+#        /tmp/gt-fanout.*, removed on exit, pass or fail), GT_FANOUT_SERIAL=1 (the four jobs one after
+#        another), GT_FANOUT_TIER (the tier; default smoke)
 # exit: 0 agree, 1 they differ, 2 could not run
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,10 +21,18 @@ MATRIX=${1:-matrices/quickstart.json}
 export GAUNTLET=${GAUNTLET:-build/gauntlet}
 command -v sqlite3 >/dev/null || { echo "ci/fanout.sh: SKIP: no sqlite3 CLI"; exit 77; }
 [ -x "$GAUNTLET" ] || { echo "ci/fanout.sh: $GAUNTLET not built" >&2; exit 2; }
-T=${GT_FANOUT_DIR:-$(mktemp -d)}
+if [ -n "${GT_FANOUT_DIR:-}" ]; then
+  T=$GT_FANOUT_DIR
+else
+  T=$(mktemp -d /tmp/gt-fanout.XXXXXX)
+  trap 'rm -rf "$T"' EXIT
+  trap 'exit 143' TERM INT
+fi
 mkdir -p "$T"
-unset GT_SHARD GT_BASELINE GT_TIER GT_OUT
-export GT_MATRIX=$MATRIX GT_JOBS=1
+unset GT_SHARD GT_BASELINE GT_OUT
+# The quickstart's smoke tier: sharding and merging are what is checked
+# here, not the main job's accuracy and performance (its own step runs them).
+export GT_MATRIX=$MATRIX GT_JOBS=1 GT_TIER=${GT_FANOUT_TIER:-smoke}
 
 # The matrix's backend ids, split into the two runner classes.
 mapfile -t ids < <(python3 -c 'import json,sys
@@ -103,6 +111,5 @@ if command -v xmllint >/dev/null && [ -f "$xsd" ]; then
     { echo "ci/fanout.sh: merged junit.xml fails junit.xsd:"; head -5 "$T/xmllint.txt"; fail=1; }
 fi
 echo "ci/fanout.sh: $n cells; 2 runners x 2 shards + merge $((t1 - t0)) s, unsharded $((t2 - t1)) s; gate $rm/$rf;" \
-     "$([ $fail = 0 ] && echo agree || echo DIFFER) (outputs: $T)"
-[ $fail = 0 ] && [ -z "${GT_FANOUT_DIR:-}" ] && rm -rf "$T"
+     "$([ $fail = 0 ] && echo agree || echo DIFFER)$([ -n "${GT_FANOUT_DIR:-}" ] && echo " (outputs: $T)")"
 exit $fail

@@ -33,7 +33,8 @@ CC=${CC:-clang}
 case "$CC" in *clang*) ;; *) CC=clang ;; esac
 
 # libFuzzer ships with clang; Debian splits the runtime into its own package.
-probe=$(mktemp -d)
+probe=$(mktemp -d /tmp/gt-fuzzprobe.XXXXXX)
+trap 'rm -rf "$probe"' EXIT
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }' >"$probe/p.c"
 if ! "$CC" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" 2>/dev/null; then
   ver=$("$CC" -dumpversion | cut -d. -f1)

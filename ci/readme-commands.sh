@@ -71,7 +71,7 @@ PRE['gauntlet report --db results.sqlite --baseline last-release.sqlite --markdo
 entry 'GT_RUN_ID=$CI_RUN gauntlet qualify matrices/ci.json --shard 1/4 --db s1.sqlite' skip \
   "a quarter of ci.json's ~15 minutes on 2 cores; CI runs it in the qualification job of ci/workflows/*.yml; the merge below gets the four shards of matrices/quickstart.json instead (ci/fanout.sh, CTest ci_fanout, checks sharding on quickstart)"
 entry 'gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite' run 'all.sqlite'
-PRE['gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite']='for k in 1 2 3 4; do GT_RUN_ID=$CI_RUN gauntlet qualify matrices/quickstart.json --shard $k/4 --db s$k.sqlite --no-progress >/dev/null || exit 1; done'
+PRE['gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite']='for k in 1 2 3 4; do GT_RUN_ID=$CI_RUN gauntlet qualify matrices/quickstart.json --tier smoke --shard $k/4 --db s$k.sqlite --no-progress >/dev/null || exit 1; done'
 entry 'gauntlet db gate all.sqlite' run
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a cpu --b opencl --prompts suites/prompts/stories.jsonl -n 64 [--quant q4_0] [--json out.json]' opencl
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a reference --b cpu --localize -p "Once upon a time" [--json out.json] [--html out.html]' run
@@ -118,6 +118,13 @@ mapfile -t CMDS < <(extract)
 
 # ---- the scratch checkout ----------------------------------------------------
 T=$(mktemp -d /tmp/gt-readme-XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  if [ "${GT_README_KEEP:-0}" = 1 ]; then echo "ci/readme-commands.sh: kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
 W=$T/main
 mkdir -p "$W" "$T/cache"
 for e in "$SRC"/*; do
@@ -143,12 +150,6 @@ fi
 export PATH="$BUILD:$PATH" XDG_CACHE_HOME=$W/cache CI_RUN=readme-$$
 mkdir -p "$XDG_CACHE_HOME"
 MODEL=../shared/models/stories260K.gguf
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  if [ "${GT_README_KEEP:-0}" = 1 ]; then echo "ci/readme-commands.sh: kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
 cd "$W" || exit 2
 [ -f "$MODEL" ] || { echo "ci/readme-commands.sh: no $MODEL in the scratch checkout"; exit 2; }
 

@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# ci/sanitize.sh: the whole test suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer (GT_SANITIZE=address,undefined), built into
+# ci/sanitize.sh: the test suite's unit-level tests under AddressSanitizer
+# and UndefinedBehaviorSanitizer (GT_SANITIZE=address,undefined), built into
 # build-asan/ without CUDA (the CUDA runtime and ASan do not mix: its
-# address-space reservations and driver threads trip the shadow memory).
-# The harness knows (worker.c/runner.c): no RLIMIT_AS under ASan.
+# address-space reservations and driver threads trip the shadow memory),
+# and one end-to-end qualification cell per backend (ci/sanitize-cells.json:
+# reference, cpu, opencl through smoke, functional, accuracy, performance
+# and soak), run by the sanitized gauntlet. The harness knows
+# (worker.c/runner.c): no RLIMIT_AS under ASan.
+#
+# Run in the plain build only (steps fresh-clone and shared of .ci/run), as
+# instrumented code is 3-5x slower and these exercise no code that the unit
+# tests and the cells above do not:
+#   - CTest tests labelled plain-only: ci_fanout (two sharded quickstart
+#     runs and an unsharded one), readme_commands (the README's main job
+#     expects the cuda plugin built; this build has none), test_peer (the
+#     llama-server peer matrix), chat_openai (SmolLM2 chat through the
+#     python openai client);
+#   - cases that skip themselves under sanitizers, saying so (grep
+#     gt_test_sanitized tests/): the chat cell of test_qualify_http, the
+#     SmolLM2 and Gemma 3 model-level checks of test_opencl, test_gemma3,
+#     test_quantize_mix, the longest reference and sliding-window cases.
 #
 # Leaks are errors (detect_leaks=1). PoCL/OpenCL keep allocations for the
 # process's lifetime; ci/lsan-thirdparty.supp suppresses exactly those
@@ -11,6 +27,7 @@
 # (halt_on_error).
 #
 # usage: ci/sanitize.sh [CTEST-ARGS...]   e.g. ci/sanitize.sh -R test_gguf
+#   (with arguments, only that ctest selection runs: no cells, no replay)
 #   env: GT_ASAN_BUILD (build-asan), GT_TEST_JOBS (2), GT_SMOLLM2 (as ci/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,20 +54,35 @@ export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 # ... and ci_fanout's four qualify jobs, at once, time cells out (a
 # SmolLM2 cpu cell ran past its 180 s): it runs them one after another.
 export GT_FANOUT_SERIAL=1
+SRC=$PWD
 cd "$BUILD"
 start=$(date +%s)
 rc=0
-# readme_commands runs the README's commands verbatim, and this build has no
-# cuda plugin, so the README's main job would see cuda cells "not built"
-# where the README (and its gate) speak of "no device". It runs in the plain
-# build (step test) and in the fresh clone (step fresh-clone) instead.
 full=0
 if [ $# -eq 0 ]; then
   full=1
-  echo "ci/sanitize.sh: SKIP readme_commands: the README's main job expects the cuda plugin built (no device), this build has GT_CUDA=OFF; steps test and fresh-clone run it"
-  set -- -E '^readme_commands$'
+  echo "ci/sanitize.sh: plain build only (above): $(ctest -N -L plain-only | sed -n 's/^ *Test *#[0-9]*: //p' | paste -sd' ')"
+  set -- -LE plain-only
 fi
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?
+# The ten slowest, so the step's time is explained.
+awk '/^[0-9]+\/[0-9]+ Testing: / {t = $3} /^Test time = / {print $4, t}' \
+  Testing/Temporary/LastTest.log 2>/dev/null | sort -rn | head -10 |
+  awk '{printf "ci/sanitize.sh: slow: %7.1f s %s\n", $1, $2}'
+# One qualification cell per backend, end to end, by the sanitized binary.
+if [ "$full" = 1 ]; then
+  cells=$(mktemp -d /tmp/gt-sanitize-cells.XXXXXX)
+  t0=$(date +%s)
+  if ./gauntlet qualify "$SRC/ci/sanitize-cells.json" --db "$cells/cells.sqlite" \
+      --cache-dir "$cells/cache" --no-progress >"$cells/qualify.log" 2>&1; then
+    grep -E '^  |gate' "$cells/qualify.log" | tail -8
+    echo "ci/sanitize.sh: sanitize-cells passed ($(( $(date +%s) - t0 )) s)"
+  else
+    rc=1
+    echo "ci/sanitize.sh: sanitize-cells FAILED:"; tail -40 "$cells/qualify.log"
+  fi
+  rm -rf "$cells"
+fi
 # The corpus ci/fuzz.sh grew (clang builds) replayed through this build's
 # gcc replay_* binaries too: a different compiler orders and inlines
 # differently, and has shown what libFuzzer's build did not.

@@ -16,19 +16,22 @@
 #                       that valgrind's own reservations would exceed.
 #   gauntlet tokenize   both tokenizer models (stories260K and GPT-2 vocab).
 #
-# usage: ci/valgrind.sh   env: GT_BUILD_DIR (build), GT_MODELS (../shared/models)
+# usage: ci/valgrind.sh   env: GT_BUILD_DIR (build), GT_MODELS (../shared/models),
+#   GT_VALGRIND_KEEP=1 (keep the logs' folder, else removed on exit)
 # exit: 0 clean, 1 valgrind found something (logs kept, path printed), 2 setup
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${GT_BUILD_DIR:-build}
-G=$PWD/$BUILD/gauntlet
+case "$BUILD" in /*) G=$BUILD/gauntlet ;; *) G=$PWD/$BUILD/gauntlet ;; esac
 MODELS=$(cd "${GT_MODELS:-../shared/models}" 2>/dev/null && pwd) ||
   { echo "ci/valgrind.sh: no models folder (../shared/models)" >&2; exit 2; }
 M=$MODELS/stories260K.gguf
 command -v valgrind >/dev/null || { echo "ci/valgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 [ -x "$G" ] || GT_BUILD_DIR=$BUILD bash ci/setup.sh >/dev/null || exit 2
 [ -f "$M" ] || { echo "ci/valgrind.sh: no $M" >&2; exit 2; }
-T=$(mktemp -d)
+T=$(mktemp -d /tmp/gt-valgrind.XXXXXX)
+trap '[ "${GT_VALGRIND_KEEP:-0}" = 1 ] && echo "ci/valgrind.sh: kept $T" || rm -rf "$T"' EXIT
+trap 'exit 143' TERM INT
 VG=(valgrind --tool=memcheck --error-exitcode=99 --leak-check=full
     --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=yes
     --num-callers=30)
@@ -86,5 +89,5 @@ run tokenize-llama "$G" tokenize -m "$M" $'Hello world, caf\xc3\xa9 \xe2\x96\x81
 [ -f "$MODELS/vocab/ggml-vocab-gpt-2.gguf" ] &&
   run tokenize-gpt2 "$G" tokenize -m "$MODELS/vocab/ggml-vocab-gpt-2.gguf" "Hello world, it's 2024"
 
-if [ $status -eq 0 ]; then rm -rf "$T"; else echo "ci/valgrind.sh: logs in $T"; fi
+[ $status -eq 0 ] || echo "ci/valgrind.sh: the findings are above (GT_VALGRIND_KEEP=1 keeps the logs)"
 exit $status

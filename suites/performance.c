@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gt/sampler.h"
 #include "gt/session.h"
@@ -51,6 +52,11 @@ static const gt_metric_def METRICS[] = {
     {"pp_spread", "ratio", -1, false, NULL, "interquartile range / median of pp_tps"},
     {"tg_spread", "ratio", -1, false, NULL, "interquartile range / median of tg_tps"},
     {"reps", "count", 0, false, NULL, "measured repetitions (after one warm-up)"},
+    {"read_gbs", "GB/s", +1, false, NULL,
+     "this machine's read bandwidth, measured in the cell (cpu-kind devices only)"},
+    {"tg_bw_pct", "%", +1, false, NULL,
+     "decode: weight bytes read per second (weights per token x tg_tps) as % of read_gbs "
+     "(cpu-kind devices only: a GPU reads its own memory)"},
     {"http_tps", "tok/s", +1, true, NULL,
      "http cells: generated tokens per second over all clients (server throughput)"},
     {"latency_p50_ms", "ms", -1, true, NULL, "http cells: request latency, median"},
@@ -250,6 +256,23 @@ static int performance_run(gt_suite_ctx *c, gt_err *err)
     gt_suite_metric(c, "pp_spread", pp_spread);
     gt_suite_metric(c, "tg_spread", tg_spread);
     gt_suite_metric(c, "reps", n);
+    /* Decode reads every weight once per token: tokens/s x weight bytes is
+     * the bandwidth it used, put against what this machine can stream (the
+     * same probe as `gauntlet bench`). Only where the weights live in host
+     * memory. */
+    if (strcmp(c->backend->info.kind, "cpu") == 0) {
+        char why[160] = "";
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        const int nt = c->n_threads > 0 ? c->n_threads : ncpu > 0 ? (int)ncpu : 1;
+        const double gbs = gt_read_bandwidth((size_t)256 << 20, nt, why, sizeof why);
+        if (gbs > 0) {
+            const double bytes = (double)gt_model_weight_bytes_per_token(m);
+            gt_suite_metric(c, "read_gbs", gbs);
+            gt_suite_metric(c, "tg_bw_pct", bytes * tg_med / (gbs * 1e9) * 100);
+        } else {
+            gt_suite_result(c, "bandwidth", GT_ST_SKIP, "read bandwidth not measured: %s", why);
+        }
+    }
     rc = 0;
 out:
     gt_session_free(s);

@@ -59,7 +59,7 @@ static void handle(int fd, const char *req, void *user)
 static void setup(void)
 {
     g_hits = 0;
-    snprintf(g_dir, sizeof g_dir, "/tmp/gt-artfetch-XXXXXX");
+    snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("artfetch-XXXXXX"));
     ck_assert_ptr_nonnull(mkdtemp(g_dir));
     int rc = gt_test_run_in(g_dir, g_out, sizeof g_out,
                             BIN " synth served.gguf --preset tiny --seed 1");

@@ -799,7 +799,8 @@ START_TEST(smollm2_kquants_decode_top1)
 {
     const char *path = gt_test_smollm2();
     ck_assert_msg(path != NULL, "SmolLM2 absent (main() checked it)");
-    char dir[] = "/tmp/gt-test-cpu-XXXXXX";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", gt_test_tmp("kquants-XXXXXX"));
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *mixes[] = {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k"};
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {

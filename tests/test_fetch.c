@@ -135,7 +135,7 @@ static void setup(void)
 {
     memset(&srv, 0, sizeof srv);
     gt_test_http_start(&srv.http, handle, NULL);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gt-fetch-XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "%s", gt_test_tmp("fetch-XXXXXX"));
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     snprintf(cache_dir, sizeof cache_dir, "%s/cache", tmpdir);
     snprintf(mirror_dir, sizeof mirror_dir, "%s/mirror", tmpdir);

@@ -17,10 +17,6 @@
 int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
                    char *why, size_t why_len);
 
-/* GB/s of a streaming sum over a buffer of `bytes` on nt threads (best of
- * three passes after a warm-up); 0 with why when the buffer cannot be had. */
-double bench_read_bandwidth(size_t bytes, int nt, char *why, size_t why_len);
-
 /* GFLOP/s of the driver profile's BLAS (driver as for the cpu backend,
  * NULL = libopenblas.so.0) on one layer's matrix shapes of hp at M = m rows,
  * on nt BLAS threads (best of three after a warm-up). Fills name with the

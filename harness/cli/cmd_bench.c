@@ -155,7 +155,7 @@ static void machine_child(const void *varg, void *vout)
     memset(r, 0, sizeof *r);
     r->bw_threads = ma->nt;
     r->bw_mib = (size_t)ma->o->bw_mib;
-    r->read_gbs = bench_read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
+    r->read_gbs = gt_read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
     r->sgemm_gflops = bench_sgemm_rate(ma->o->driver, &ma->mf->hp, (int)ma->o->pp, ma->nt, r->blas,
                                        sizeof r->blas);
     r->ok = r->read_gbs > 0;

@@ -16,6 +16,7 @@
  * existing key continues that run (only its pending cells run), which is
  * also what --resume KEY does explicitly. */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -110,6 +111,19 @@ static void run_id_default(char *out, size_t cap)
         strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
         snprintf(out, cap, "%s-%s-%d", ts, host, (int)getpid());
     }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The run's scratch folder and whatever is left in it. */
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static bool needs_f32(const gt_mx_tier *t)
@@ -646,8 +660,8 @@ out:
     }
     free(jv);
     free(cjs);
-    if (scratch[0])
-        rmdir(scratch); /* reference files are removed as they are recorded */
+    if (scratch[0]) /* reference files are removed as they are recorded; a */
+        remove_tree(scratch); /* worker that crashed may have left its own */
     gt_artifacts_free(&arts);
     if (bdb && bdb != db)
         gt_db_close(bdb);
