@@ -206,7 +206,8 @@ int gt_performance_run_http(gt_suite_ctx *c, gt_err *err)
                                "n_clients 1..256, duration_s >= 0");
     if (!gt_performance_selected(c)) {
         gt_suite_result(c, "measured", GT_ST_SKIP,
-                        "cell %s is not in this tier's performance cells", c->cell_id);
+                        GT_SKIP_MATRIX ": cell %s is not in this tier's performance cells",
+                        c->cell_id);
         return 0;
     }
     gt_hc t;

@@ -101,7 +101,9 @@ static long proc_status_kb(const char *field)
 }
 
 /* Whether this tier's "cells" setting (globs on the cell id) selects the
- * cell; absent means every cell. */
+ * cell; absent means every cell. A cell it leaves out reports one skip in
+ * the category GT_SKIP_MATRIX: the matrix chose it, so the verdict does not
+ * count the suite's silence as zero coverage (verdict.h). */
 static bool selected(const gt_suite_ctx *c)
 {
     const cJSON *globs = gt_suite_setting(c, "cells");
@@ -153,8 +155,9 @@ static int performance_run(gt_suite_ctx *c, gt_err *err)
         return gt_err_set(err, "performance settings: n_prompt, n_gen, reps >= 1 and "
                                "reps <= max_reps <= 1000");
     if (!selected(c)) {
-        gt_suite_result(c, "measured", GT_ST_SKIP, "cell %s is not in this tier's performance "
-                        "cells", c->cell_id);
+        gt_suite_result(c, "measured", GT_ST_SKIP,
+                        GT_SKIP_MATRIX ": cell %s is not in this tier's performance cells",
+                        c->cell_id);
         return 0;
     }
     gt_model *shared;

@@ -85,7 +85,9 @@ static size_t leak_bytes(const gt_suite_ctx *c)
 }
 
 /* Whether this tier's "cells" setting (globs on the cell id) selects the
- * cell; absent means every cell. */
+ * cell; absent means every cell. A cell it leaves out reports one skip in
+ * the category GT_SKIP_MATRIX: the matrix chose it, so the verdict does not
+ * count the suite's silence as zero coverage (verdict.h). */
 static bool selected(const gt_suite_ctx *c)
 {
     const cJSON *globs = gt_suite_setting(c, "cells");
@@ -139,8 +141,8 @@ static int soak_run(gt_suite_ctx *c, gt_err *err)
     if (duration <= 0 || n_gen < 1 || n_ctx < 8 || warm_cycles < 0)
         return gt_err_set(err, "soak settings: duration_s > 0, n_gen >= 1, n_ctx >= 8");
     if (!selected(c)) {
-        gt_suite_result(c, "soak", GT_ST_SKIP, "cell %s is not in this tier's soak cells",
-                        c->cell_id);
+        gt_suite_result(c, "soak", GT_ST_SKIP,
+                        GT_SKIP_MATRIX ": cell %s is not in this tier's soak cells", c->cell_id);
         return 0;
     }
     gt_model *m;

@@ -316,6 +316,22 @@ START_TEST(gate_verdicts)
     ck_assert_ptr_nonnull(strstr(out, "not run"));
     ck_assert_ptr_nonnull(strstr(out, "allowed: pass)"));
     gt_db_close(p);
+
+    /* Zero coverage: a run whose every cell skipped (allowed skips all) ran
+     * nothing and fails, "0 cells ran"; one cell run beside them passes. */
+    gt_db *z = fresh("gz.sqlite");
+    int64_t zrun = make_run(z, "m/ci/3", "s1", NULL, 0, 2);
+    ck_assert_int_eq(record(z, zrun, CELLS[0], "skip", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(record(z, zrun, CELLS[1], "skip", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(z, zrun, NULL, 0, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "FAIL run: 0 cells ran: all 2 cells were skipped (first:"
+                              " m/f32/cpu/default: no device: why)"), "%s", out);
+    ck_assert_msg(strstr(out, "gate: FAIL (2 cells: 2 skip; 0 cells ran)"), "%s", out);
+    ck_assert_ptr_null(strstr(out, "not in allowed_skips"));
+    ck_assert_int_eq(record(z, zrun, CELLS[1], "pass", 500, "pass", NULL, &err), 0);
+    ck_assert_int_eq(gate_text(z, zrun, NULL, 0, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "gate: PASS (2 cells: 1 pass, 1 skip)"), "%s", out);
+    gt_db_close(z);
     gt_db_close(base);
     gt_db_close(db);
 }

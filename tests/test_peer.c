@@ -91,12 +91,15 @@ START_TEST(peer_matrix_qualifies)
 }
 END_TEST
 
-/* Without the peer the llama-server cells skip, saying how to build it. */
+/* Without the peer the llama-server cells skip, saying how to build it;
+ * a run of those backends alone then qualified nothing: "0 cells ran". */
 START_TEST(peer_matrix_without_peer_skips)
 {
     int rc = run("GT_PEER_DIR=/nonexistent " BIN " qualify '%s/matrices/peer.json' --db nopeer.sqlite"
                  " --backends llama-server,llama-server-chat", GT_SOURCE_DIR);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 3 cells were skipped") &&
+                      !strstr(g_out, "not in allowed_skips"),
+                  "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nopeer.sqlite");
     ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason LIKE"
                            " 'peer not built: no llama-server in /nonexistent/llama.cpp-0.3.36-%%"

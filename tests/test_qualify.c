@@ -8,7 +8,9 @@
  * cell with its metrics, crashes and timeouts recorded as such while the run
  * goes on, a SIGKILLed harness resumed without redoing finished cells, shards
  * merged into exactly the cells of an unsharded run, and the gate's exit
- * codes and messages. All share one artifact cache (quants are made once). */
+ * codes and messages; zero coverage failing (a test-ops filter that runs no
+ * case, a cell in which no check ran, a run in which no cell ran). All share
+ * one artifact cache (quants are made once). */
 #include <dirent.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -414,6 +416,109 @@ START_TEST(plan_runs_nothing)
 }
 END_TEST
 
+/* A one-cell-per-backend matrix of stories260k f32 on the given backends
+ * (JSON array items), tier "t" running suites (a JSON array) with settings
+ * (a JSON object), plus extra top-level members. */
+static const char *tier_matrix(const char *name, const char *backends, const char *suites,
+                               const char *settings, const char *extra)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"name\": \"zero\",\n"
+             " \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],\n"
+             " \"quants\": [\"f32\"], \"backends\": [%s],\n"
+             " \"defaults\": {\"timeout_s\": 60, \"threads\": 1},\n"
+             " \"tiers\": {\"t\": {\"suites\": %s, \"settings\": %s}}%s}\n",
+             g_stories, backends, suites, settings, extra);
+    const char *p = path_in(name);
+    gt_test_write_file(p, text, strlen(text));
+    return p;
+}
+
+/* Zero coverage is a failure: a filter of test-ops that selects no case
+ * (ADD takes no weight type) ran nothing and exits 1 saying so; the
+ * control, the same op without --type, runs its cases and exits 0. */
+START_TEST(test_ops_running_no_case_fails)
+{
+    int rc = run(BIN " test-ops -b cpu --op ADD --type q4_k");
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "FAIL: 0 cases ran: no case matches the --op/--type filter"),
+                  "%s", g_out);
+    rc = run(BIN " test-ops -b cpu --op ADD");
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "0 cases ran") == NULL && strstr(g_out, "0 failed"), "%s", g_out);
+    ck_assert_int_eq(run(BIN " test-ops --help"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "1 a case failed or none ran (\"0 cases"));
+}
+END_TEST
+
+/* A suite the tier's settings leave out for the cell ("skipped by the
+ * matrix") is no zero coverage beside a suite that ran; a cell in which it
+ * is all that ran qualified nothing and fails "no coverage". */
+START_TEST(cell_where_no_check_ran_fails)
+{
+    const char *perf = "\"performance\": {\"n_prompt\": 4, \"n_gen\": 2, \"reps\": 1,"
+                       " \"max_reps\": 1, \"cells\": [\"*/cpu/*\"]}";
+    char settings[512];
+    snprintf(settings, sizeof settings, "{\"smoke\": {\"n_tokens\": 4}, %s}", perf);
+    const char *m = tier_matrix("cover-ok.json", "\"reference\"", "[\"smoke\", \"performance\"]",
+                                settings, "");
+    int rc = run(BIN " qualify '%s' --db cover-ok.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    sqlite3 *h = db_open("cover-ok.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM cells"), "pass\n");
+    ck_assert_str_eq(q_text(h, "SELECT status || ': ' || message FROM results WHERE suite ="
+                               " 'performance'"),
+                     "skip: skipped by the matrix: cell stories260k/f32/reference/default is"
+                     " not in this tier's performance cells\n");
+    sqlite3_close(h);
+
+    snprintf(settings, sizeof settings, "{%s}", perf);
+    m = tier_matrix("cover-none.json", "\"reference\"", "[\"performance\"]", settings, "");
+    rc = run(BIN " qualify '%s' --db cover-none.sqlite", m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "FAIL stories260k/f32/reference/default: fail: no coverage: no"
+                                " check ran in any suite (performance.measured: skipped by the"
+                                " matrix: "),
+                  "%s", g_out);
+}
+END_TEST
+
+/* A run in which no cell ran fails the gate ("0 cells ran"), even where
+ * every skip is allowed; the control skips one of two cells and passes.
+ * A matrix whose exclude leaves no cell is refused before anything runs,
+ * as any bad matrix is (exit 2). */
+START_TEST(run_where_no_cell_ran_fails)
+{
+    const char *smoke = "{\"smoke\": {\"n_tokens\": 4}}";
+    const char *m = tier_matrix("skip-all.json", "\"reference\", \"cpu\"", "[\"smoke\"]", smoke,
+                                ",\n \"expect\": [{\"cell\": \"*\", \"status\": \"skip\","
+                                " \"reason\": \"not this release\"}]");
+    int rc = run(BIN " qualify '%s' --db skip-all.sqlite", m);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "FAIL run: 0 cells ran: all 2 cells were skipped (first:"
+                                " stories260k/f32/reference/default: skipped by the matrix: not"
+                                " this release)"),
+                  "%s", g_out);
+    ck_assert_msg(strstr(g_out, "gate: FAIL (2 cells: 2 skip; 0 cells ran"), "%s", g_out);
+
+    m = tier_matrix("skip-one.json", "\"reference\", \"cpu\"", "[\"smoke\"]", smoke,
+                    ",\n \"expect\": [{\"backend\": \"cpu\", \"status\": \"skip\","
+                    " \"reason\": \"not this release\"}]");
+    rc = run(BIN " qualify '%s' --db skip-one.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "gate: PASS (2 cells: 1 pass, 1 skip"), "%s", g_out);
+
+    m = tier_matrix("excluded.json", "\"reference\", \"cpu\"", "[\"smoke\"]", smoke,
+                    ",\n \"exclude\": [{\"model\": \"stories260k\", \"reason\": \"gone\"}]");
+    rc = run(BIN " qualify '%s' --db excluded.sqlite", m);
+    ck_assert_msg(rc == 2, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "excluded.json: exclude: the matrix has no cells left after"
+                                " exclusions"),
+                  "%s", g_out);
+}
+END_TEST
+
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -445,6 +550,9 @@ int main(void)
     tcase_add_test(tc, shards_merge_into_the_unsharded_run);
     tcase_add_test(tc, usage_and_config_errors_exit_2);
     tcase_add_test(tc, plan_runs_nothing);
+    tcase_add_test(tc, test_ops_running_no_case_fails);
+    tcase_add_test(tc, cell_where_no_check_ran_fails);
+    tcase_add_test(tc, run_where_no_cell_ran_fails);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

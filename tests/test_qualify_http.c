@@ -329,7 +329,8 @@ START_TEST(server_that_never_gets_healthy_fails_its_cell)
 }
 END_TEST
 
-/* An endpoint the harness did not start and that does not answer: skip. */
+/* An endpoint the harness did not start and that does not answer: skip
+ * (allowed by default; a run of that cell alone ran nothing and fails). */
 START_TEST(unreachable_external_endpoint_skips)
 {
     char be[512];
@@ -340,7 +341,10 @@ START_TEST(unreachable_external_endpoint_skips)
     const char *m = matrix("ext.json", be, "");
     double t0 = now();
     int rc = run(BIN " qualify '%s' --db ext.sqlite", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out); /* skip is allowed by default */
+    /* The skip is allowed by default, but the run qualified nothing. */
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 1 cells were skipped") &&
+                      !strstr(g_out, "not in allowed_skips"),
+                  "exit %d:\n%s", rc, g_out);
     ck_assert_msg(now() - t0 < 10, "took %.1f s", now() - t0);
     sqlite3 *h = db_open("ext.sqlite");
     const char *r = q_text(h, "SELECT status || ': ' || reason FROM cells");
@@ -387,7 +391,8 @@ END_TEST
 
 /* A suite without an HTTP variant (soak: a server's memory is not the
  * client's to watch) is reported as skipped; a cell where no suite can run
- * over HTTP is a skip saying so, after its server was started and stopped. */
+ * over HTTP is a skip saying so, after its server was started and stopped.
+ * The run then qualified nothing: its gate fails, "0 cells ran". */
 START_TEST(suite_without_http_variant_skips)
 {
     char text[4096];
@@ -400,7 +405,9 @@ START_TEST(suite_without_http_variant_skips)
     const char *m = path_in("nohttp.json");
     gt_test_write_file(m, text, strlen(text));
     int rc = run(BIN " qualify '%s' --db nohttp.sqlite", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 1 cells were skipped") &&
+                      !strstr(g_out, "not in allowed_skips"),
+                  "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nohttp.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT status || ': ' || reason FROM cells"),
                      "skip: unsupported: no suite of tier soak runs over HTTP\n");
@@ -530,7 +537,10 @@ START_TEST(start_exit_77_is_a_skip)
         ", \"gate\": {\"allowed\": [\"pass\", \"skip\"], \"allowed_skips\": [\"peer not built\"]}");
     double t0 = now();
     int rc = run(BIN " qualify '%s' --db skipper.sqlite", m);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    /* allowed_skips allows it; the run, which qualified nothing, fails */
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 1 cells were skipped") &&
+                      !strstr(g_out, "not in allowed_skips"),
+                  "exit %d:\n%s", rc, g_out);
     ck_assert_msg(now() - t0 < 10, "took %.1f s", now() - t0);
     sqlite3 *h = db_open("skipper.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT status FROM cells"), "skip\n");

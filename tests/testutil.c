@@ -648,7 +648,16 @@ int gt_test_run(Suite *s)
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
     const int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
-    srunner_free(sr);
+    /* Zero coverage is a failure: no case ran, and none was skipped saying
+     * why (or CK_RUN_CASE names a test case this suite does not have, so
+     * the skips printed are not what kept it from running). */
+    const char *only = getenv("CK_RUN_CASE");
+    const bool unmatched = only && only[0] && !suite_tcase(s, only);
+    srunner_free(sr); /* frees s too */
+    if (ran == 0 && failed == 0 && (n_skipped_cases == 0 || unmatched)) {
+        printf("FAIL: 0 cases ran (CK_RUN_SUITE/CK_RUN_CASE filter matched nothing?)\n");
+        return 1;
+    }
     if (ran == 0 && failed == 0) {
         printf("SKIP: every case skipped (%d, reasons above)\n", n_skipped_cases);
         return GT_TEST_SKIP;

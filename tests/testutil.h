@@ -149,7 +149,10 @@ int gt_test_live(const char *tag, const char *word);
 
 /* Runs the suite (CK_ENV-controlled verbosity), returns the process exit
  * code: 0 or 1, or GT_TEST_SKIP (saying so) when the suite holds no case
- * because every one was skipped. */
+ * because every one was skipped with its reason (gt_test_add_if). No case
+ * run and none skipped with a reason (a CK_RUN_SUITE/CK_RUN_CASE filter
+ * that matches nothing) is 1, "FAIL: 0 cases ran": zero coverage is a
+ * failure, never a skip. */
 int gt_test_run(Suite *s);
 
 /* For main(): print why and exit with the skip code when a model is absent. */

@@ -42,6 +42,12 @@ typedef enum gt_status {
 
 #define GT_ST_BIT(s) (1u << (unsigned)(s))
 
+/* The category of a skip the matrix itself chose: a cell an `expect` entry
+ * skips, or a suite a tier's settings leave out for a cell (performance and
+ * soak "cells"). Such a skip is never zero coverage of its suite; the gate
+ * always allows it where skip is allowed. */
+#define GT_SKIP_MATRIX "skipped by the matrix"
+
 const char *gt_status_name(gt_status s);
 /* Returns 0 and sets *out, or -1 for a name that is not a status. */
 int gt_status_from_name(const char *name, gt_status *out);

@@ -114,7 +114,7 @@ int cmd_plan(int argc, char **argv)
         char plan[1400], why[700] = "";
         const gt_artifact *art = gt_artifacts_quant(&arts, c->model, c->quant);
         if (c->expected == GT_ST_SKIP)
-            snprintf(why, sizeof why, "skipped by the matrix: %s", c->expect_reason);
+            snprintf(why, sizeof why, GT_SKIP_MATRIX ": %s", c->expect_reason);
         else if (art->state == GT_ART_UNSUPPORTED)
             snprintf(why, sizeof why, "%s", art->reason);
         else if (art->state == GT_ART_MISSING || art->state == GT_ART_ERROR)

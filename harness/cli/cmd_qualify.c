@@ -565,7 +565,7 @@ int cmd_qualify(int argc, char **argv)
                 job->after = k;
         if (c->expected == GT_ST_SKIP) {
             char why[1100];
-            snprintf(why, sizeof why, "skipped by the matrix: %s", c->expect_reason);
+            snprintf(why, sizeof why, GT_SKIP_MATRIX ": %s", c->expect_reason);
             preset(cj, GT_ST_SKIP, why);
             continue;
         }

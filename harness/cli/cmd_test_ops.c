@@ -2,7 +2,11 @@
  * the reference (the engine is opcheck.c). Without -b every available
  * backend except the reference is checked; backends that cannot be opened
  * are listed with the reason and skipped, unless asked for by name (then it
- * is a configuration error). Exit 1 on any FAIL, 0 otherwise, 2 usage. */
+ * is a configuration error). A case ran when it was judged (OK or FAIL); an
+ * unsupported one did not. Exit 1 on any FAIL, and when no case ran at all
+ * (a filter that selects nothing: --op ADD --type q4_k) or a backend that
+ * was checked ran none (it supports nothing the filter selects): zero
+ * coverage is not a pass. 0 otherwise, 2 usage. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +31,15 @@ static void help(FILE *f)
             "      --driver D       driver profile setting, e.g. blas=/path/libblas.so.3\n"
             "      --failures       print only failing cases\n"
             "prints one line per case: OP(params) type: OK nmse | FAIL (why) | unsupported (why)\n"
-            "exit codes: 0 all passed, 1 a case failed, 2 usage or configuration error\n");
+            "exit codes: 0 cases ran and all passed, 1 a case failed or none ran (\"0 cases\n"
+            "  ran\": the filter selects no case, or a backend checked supports none of them),\n"
+            "  2 usage or configuration error\n");
 }
 
-/* 0 ran (counts updated), 1 not available (skipped), -1 engine error. */
+/* 0 ran (counts updated; *none when no case ran on it), 1 not available
+ * (skipped), -1 engine error. */
 static int check_one(const char *name, const gt_backend_config *cfg, gt_backend *ref,
-                     const opcheck_opts *o, bool explicit, opcheck_counts *total)
+                     const opcheck_opts *o, bool explicit, opcheck_counts *total, bool *none)
 {
     gt_backend *b = NULL;
     gt_err err = {{0}};
@@ -54,6 +61,7 @@ static int check_one(const char *name, const gt_backend_config *cfg, gt_backend 
         return -1;
     }
     printf("backend %s: %d ok, %d failed, %d unsupported\n", name, c.ok, c.fail, c.unsupported);
+    *none = c.ok + c.fail == 0;
     total->ok += c.ok, total->fail += c.fail, total->unsupported += c.unsupported;
     return 0;
 }
@@ -122,9 +130,13 @@ int cmd_test_ops(int argc, char **argv)
     const gt_backend_config cfg = {0, (int)threads, driver};
     opcheck_counts total = {0, 0, 0};
     int rc = 0, checked = 0;
+    char idle[256] = ""; /* backends checked that ran no case */
+    bool none = false;
     if (backend) {
-        rc = check_one(backend, &cfg, ref, &o, true, &total);
+        rc = check_one(backend, &cfg, ref, &o, true, &total, &none);
         checked = rc == 0;
+        if (rc == 0 && none)
+            snprintf(idle, sizeof idle, "%s", backend);
     } else {
         const gt_backend_entry *e;
         const int n = gt_backend_registry(&e);
@@ -135,8 +147,12 @@ int cmd_test_ops(int argc, char **argv)
                 printf("backend %s: not available: %s\n", e[i].name, e[i].why);
                 continue;
             }
-            rc = check_one(e[i].name, &cfg, ref, &o, false, &total);
+            rc = check_one(e[i].name, &cfg, ref, &o, false, &total, &none);
             checked += rc == 0;
+            if (rc == 0 && none) {
+                size_t len = strlen(idle);
+                snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", e[i].name);
+            }
         }
     }
     gt_backend_close(ref);
@@ -144,5 +160,21 @@ int cmd_test_ops(int argc, char **argv)
         return GT_EXIT_USAGE;
     printf("total: %d backend(s), %d ok, %d failed, %d unsupported\n", checked, total.ok,
            total.fail, total.unsupported);
+    /* Zero coverage is a failure: a filter that selects nothing, or a
+     * backend that supports none of what it selects, checked nothing. */
+    if (total.ok + total.fail == 0) {
+        printf("FAIL: 0 cases ran: %s\n",
+               checked == 0 ? "no backend could be checked"
+               : total.unsupported ? "every case the filter selects is unsupported"
+                                   : "no case matches the --op/--type filter (ops other than"
+                                     " MUL_MAT and GET_ROWS run as f32 only)");
+        return GT_EXIT_FAIL;
+    }
+    if (idle[0]) {
+        char *save = NULL;
+        for (char *b = strtok_r(idle, ", ", &save); b; b = strtok_r(NULL, ", ", &save))
+            printf("FAIL: backend %s: 0 cases ran (it supports none of the cases selected)\n", b);
+        return GT_EXIT_FAIL;
+    }
     return total.fail ? GT_EXIT_FAIL : GT_EXIT_OK;
 }

@@ -159,6 +159,8 @@ typedef struct gt_cell {
     const gt_mx_rule *known[GT_CELL_MAX_KNOWN];
     int n_known;
     bool required;             /* by the tier's gate policy */
+    const char *const *suites; /* the tier's suites, in order (the matrix owns them) */
+    int n_suites;
     double timeout_s;
     int64_t memory_mb;         /* 0 = unlimited */
     int threads;

@@ -294,6 +294,8 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
         gt_quant_scheme_ok(r->quant, &c->type);
         c->backend = r->backend;
         c->driver = r->driver;
+        c->suites = (const char *const *)tier->suites;
+        c->n_suites = tier->n_suites;
         c->expected = GT_ST_PASS;
         c->n_known = 0;
         for (int e = 0; e < m->n_expect; e++)

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "suite.h"
+
 void gt_signal_describe(int sig, char *out, size_t cap)
 {
     const char *abbrev = sigabbrev_np(sig);
@@ -79,6 +81,110 @@ typedef struct known_seen {
     bool only_known; /* the raw fail is known-failing checks alone */
     int n_failed;    /* known checks that failed */
 } known_seen;
+
+/* What one suite of the cell covered: whether any of its checks ran (a
+ * result pass, fail or error; a metric judged pass or fail: an info metric
+ * is a number recorded, not a check), and its first skip of another
+ * category than GT_SKIP_MATRIX and its first of that category. */
+typedef struct coverage {
+    const char *suite;
+    bool ran;
+    const cJSON *skip, *matrix_skip;
+} coverage;
+
+#define MAX_COVER 32
+
+static bool is_suite(const coverage *cv, int n, const char *name, int *at)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(cv[i].suite, name)) {
+            *at = i;
+            return true;
+        }
+    return false;
+}
+
+/* The suites to account for: the cell's tier's, or without a cell every
+ * suite the lines name (gt_suite_find: not the harness's own "backend",
+ * "server" or "worker" checks). */
+static int cover_list(const gt_outcome *o, const gt_cell *c, coverage *cv)
+{
+    int n = 0, at;
+    for (int i = 0; c && i < c->n_suites && n < MAX_COVER; i++)
+        if (!is_suite(cv, n, c->suites[i], &at))
+            cv[n++] = (coverage){c->suites[i], false, NULL, NULL};
+    if (c && c->n_suites)
+        return n;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, o->lines)
+    {
+        const char *su = sget(l, "suite");
+        if (n < MAX_COVER && gt_suite_find(su) && !is_suite(cv, n, su, &at))
+            cv[n++] = (coverage){su, false, NULL, NULL};
+    }
+    return n;
+}
+
+/* Zero coverage (see verdict.h): 0 when every suite of the cell ran a
+ * check or was left out by the matrix, and some check ran; otherwise -1
+ * with reason "no coverage: ...". */
+static int zero_coverage(const gt_outcome *o, const gt_cell *c, char *reason, size_t cap)
+{
+    coverage cv[MAX_COVER];
+    const int n = cover_list(o, c, cv);
+    const cJSON *l;
+    cJSON_ArrayForEach(l, o->lines)
+    {
+        const char *t = sget(l, "t"), *st = sget(l, "status"), *v = sget(l, "verdict");
+        int i;
+        if (!is_suite(cv, n, sget(l, "suite"), &i))
+            continue;
+        if (!strcmp(t, "result") &&
+            (!strcmp(st, "pass") || !strcmp(st, "fail") || !strcmp(st, "error")))
+            cv[i].ran = true;
+        else if (!strcmp(t, "metric") && (!strcmp(v, "pass") || !strcmp(v, "fail")))
+            cv[i].ran = true;
+        else if (!strcmp(t, "result") && !strcmp(st, "skip")) {
+            bool matrix = !strncmp(sget(l, "message"), GT_SKIP_MATRIX, strlen(GT_SKIP_MATRIX));
+            const cJSON **first = matrix ? &cv[i].matrix_skip : &cv[i].skip;
+            if (!*first)
+                *first = l;
+        }
+    }
+    int ran = 0, bare = 0, first = -1;
+    const cJSON *any_skip = NULL;
+    for (int i = 0; i < n; i++) {
+        ran += cv[i].ran;
+        if (!any_skip)
+            any_skip = cv[i].skip ? cv[i].skip : cv[i].matrix_skip;
+        if (!cv[i].ran && (cv[i].skip || !cv[i].matrix_skip) && bare++ == 0)
+            first = i;
+    }
+    if (ran == 0) {
+        if (any_skip)
+            snprintf(reason, cap, "no coverage: no check ran in any suite (%s.%s: %s)",
+                     sget(any_skip, "suite"), sget(any_skip, "check"),
+                     sget(any_skip, "message"));
+        else
+            snprintf(reason, cap, "no coverage: no check ran in any suite (%s)",
+                     n ? "none reported a result" : "no suite reported anything");
+        return -1;
+    }
+    if (first < 0)
+        return 0;
+    char more[64] = "";
+    if (bare > 1)
+        snprintf(more, sizeof more, " [+%d more suite%s without coverage]", bare - 1,
+                 bare > 2 ? "s" : "");
+    const coverage *f = &cv[first];
+    if (f->skip)
+        snprintf(reason, cap, "no coverage: suite %s ran no check (%s.%s: %s)%s", f->suite,
+                 f->suite, sget(f->skip, "check"), sget(f->skip, "message"), more);
+    else
+        snprintf(reason, cap, "no coverage: suite %s ran no check (no result, no judged metric)%s",
+                 f->suite, more);
+    return -1;
+}
 
 /* Raw status from the worker's lines (it exited normally). A failure of a
  * known-failing check counts as a failure here (raw is the truth); *ks says
@@ -166,6 +272,10 @@ static gt_status from_lines(const gt_outcome *o, const gt_cell *c, known_seen *k
                  sget(ks->failed, "message"));
         return GT_ST_FAIL;
     }
+    /* Zero coverage is a failure: every check of a suite skipped (or none
+     * reported) passes nothing. */
+    if (zero_coverage(o, c, reason, cap) != 0)
+        return GT_ST_FAIL;
     reason[0] = '\0';
     return GT_ST_PASS;
 }

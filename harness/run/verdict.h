@@ -4,7 +4,18 @@
  *   killed at the deadline -> timeout; died on a signal -> crash (signal
  *   name and the last log lines in the reason); reported skip -> skip;
  *   exited without "done" -> error; any check error -> error; any failed
- *   check or metric verdict -> fail; else pass.
+ *   check or metric verdict -> fail; zero coverage -> fail; else pass.
+ * Zero coverage: a check ran when a result line says pass, fail or error or
+ * a metric was judged pass or fail (an "info" metric, a number recorded
+ * without a tolerance, judges nothing). A suite of the cell's tier (without
+ * a cell: every suite the lines name) none of whose checks ran fails the
+ * cell, "no coverage: suite accuracy ran no check (accuracy.greedy: ...)",
+ * naming its first skip, unless its only skips are the matrix's own choice
+ * (category GT_SKIP_MATRIX, "skipped by the matrix: cell X is not in this
+ * tier's performance cells"). A cell in which no check of any suite ran
+ * fails too, "no coverage: no check ran in any suite (...)", whatever the
+ * skips say: a cell that qualified nothing did not pass. This only turns a
+ * would-be pass into fail; a cell that fails, errors or skips keeps that.
  * Then the matrix's expectation: a cell expected to xfail becomes xfail when
  * the raw status is fail, error, crash or timeout, and xpass when it passed
  * (the expectation is stale). The reason names the first failing check or

@@ -16,7 +16,7 @@
  * lack without the run saying anything about the software. */
 static const char *const DEFAULT_SKIPS = "[\"no device\", \"unsupported\"]";
 /* A skip the matrix itself declares (expect: skip, with its reason). */
-#define MATRIX_SKIP "skipped by the matrix"
+#define MATRIX_SKIP GT_SKIP_MATRIX
 
 typedef struct policy {
     unsigned allowed;
@@ -396,6 +396,7 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
     }
     sqlite3_bind_int64(st, 1, run_id);
     int counts[GT_ST_COUNT] = {0}, n = 0, bad = 0, regress = 0, optional_bad = 0;
+    char first_skip[GT_CELL_ID_MAX + 400] = "";
     char allowed[200];
     allowed_list(p.allowed, allowed, sizeof allowed);
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -407,6 +408,8 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
         bool required = sqlite3_column_int(st, 3) != 0;
         const char *reason = col(st, 4);
         counts[s]++;
+        if (s == GT_ST_SKIP && !first_skip[0])
+            snprintf(first_skip, sizeof first_skip, "%s: %.380s", id, reason);
         char must[200];
         if (s != GT_ST_PASS && must_pass(&p, id, must, sizeof must)) {
             bad++;
@@ -439,6 +442,20 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
             regress += regressions(db, cell, id, base_db, base_run_id, p.perf_pct, required, out);
     }
     sqlite3_finalize(st);
+    /* Zero coverage is a failure: a run none of whose cells ran (each one
+     * skipped, or none at all) qualified nothing, whatever skips the
+     * policy allows. */
+    const int ran = n - counts[GT_ST_SKIP] - counts[GT_ST_PENDING];
+    if (ran <= 0) {
+        if (n == 0)
+            fprintf(out, "FAIL run: 0 cells ran: the run has no cell\n");
+        else if (counts[GT_ST_SKIP] == n)
+            fprintf(out, "FAIL run: 0 cells ran: all %d cells were skipped (first: %s)\n", n,
+                    first_skip);
+        else
+            fprintf(out, "FAIL run: 0 cells ran: %d of its %d cells were skipped, the rest never"
+                         " finished\n", counts[GT_ST_SKIP], n);
+    }
     char summary[400] = "";
     for (int s = 0; s < GT_ST_COUNT; s++)
         if (counts[s]) {
@@ -446,7 +463,7 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
             snprintf(summary + len, sizeof summary - len, "%s%d %s", len ? ", " : "", counts[s],
                      gt_status_name(s));
         }
-    bool pass = bad == 0 && regress == 0 && absent == 0 && n > 0;
+    bool pass = bad == 0 && regress == 0 && absent == 0 && ran > 0;
     fprintf(out, "gate: %s (%d cells: %s", pass ? "PASS" : "FAIL", n, n ? summary : "none");
     if (optional_bad)
         fprintf(out, "; %d optional cells not passing", optional_bad);
@@ -454,6 +471,8 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
         fprintf(out, "; %d required cells not passing the policy", bad);
     if (regress)
         fprintf(out, "; %d performance regressions", regress);
+    if (ran <= 0)
+        fprintf(out, "; 0 cells ran");
     fputs(cover, out);
     if (!base_db && p.perf_pct >= 0)
         fprintf(out, "; no baseline, performance not compared");

@@ -12,9 +12,11 @@
  * "no device", "unsupported"; "skipped by the matrix" always is), every cell
  * of a model or backend the stored matrix marks "required": true passed, and,
  * with a baseline, no regress-flagged metric of a required cell got worse
- * than the threshold. Each failure is printed: the cell, its status and
- * reason, every failing check and every metric outside its tolerance with
- * value and bound.
+ * than the threshold, and some cell ran: a run whose every cell was
+ * skipped (or that has none) fails, "FAIL run: 0 cells ran: ...", since it
+ * qualified nothing whatever skips the policy allows. Each failure is
+ * printed: the cell, its status and reason, every failing check and every
+ * metric outside its tolerance with value and bound.
  *
  * A merged run (`gauntlet merge`, recorded in run_merges) must also hold
  * every one of the n_cells it was planned with: a shard whose database was
