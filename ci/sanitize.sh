@@ -18,8 +18,11 @@
 #     python openai client);
 #   - cases that skip themselves under sanitizers, saying so (grep
 #     gt_test_sanitized tests/): the chat cell of test_qualify_http, the
-#     SmolLM2 and Gemma 3 model-level checks of test_opencl, test_gemma3,
-#     test_quantize_mix, the longest reference and sliding-window cases.
+#     full quickstart qualifications of test_qualify and test_reports
+#     (sanitize-cells below is their instrumented stand-in), the SmolLM2
+#     end-to-end cases of test_cpu, the SmolLM2 and Gemma 3 model-level
+#     checks of test_opencl, test_gemma3 and test_quantize_mix, the longest
+#     reference and sliding-window cases.
 #
 # Leaks are errors (detect_leaks=1). PoCL/OpenCL keep allocations for the
 # process's lifetime; ci/lsan-thirdparty.supp suppresses exactly those
@@ -61,7 +64,7 @@ rc=0
 full=0
 if [ $# -eq 0 ]; then
   full=1
-  echo "ci/sanitize.sh: plain build only (above): $(ctest -N -L plain-only | sed -n 's/^ *Test *#[0-9]*: //p' | paste -sd' ')"
+  echo "ci/sanitize.sh: plain build only (above): $(ctest -N -L plain-only | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v '^tmp_' | paste -sd' ')"
   set -- -LE plain-only
 fi
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?
