@@ -6,10 +6,12 @@
 # cell. Prints the skip list with reasons.
 #
 # The clone's cache ($T/cache) is its own, except for what is pinned or
-# derived from pinned files and so the same for every clone: the downloaded
-# models, their quantizations and the python oracles are links to the
-# user's cache ($XDG_CACHE_HOME/gauntlet/{models,quants,pyoracle}), filled
-# once per machine and reused, never downloaded or recomputed per run.
+# derived from pinned inputs and so the same for every clone: the downloaded
+# models, their quantizations, the python oracles and the compiled OpenCL
+# kernels (ours, keyed by source hash, and PoCL's) are links to the user's
+# cache ($XDG_CACHE_HOME/gauntlet/{models,quants,pyoracle,opencl},
+# $XDG_CACHE_HOME/pocl), filled once per machine and reused, never
+# downloaded or recomputed per run.
 #
 #   usage: ci/fresh-clone.sh
 #   env: GT_FRESH_DIR  folder to clone into; the caller owns it (.ci/run
@@ -29,11 +31,11 @@ fi
 [ -e "$T/shared" ] && { echo "ci/fresh-clone.sh: $T/shared exists; this check needs no ../shared" >&2; exit 2; }
 rm -rf "$T/main" "$T/cache"
 git clone -q "$ROOT" "$T/main"
-user_cache=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet
+user_cache=${XDG_CACHE_HOME:-$HOME/.cache}
 mkdir -p "$T/cache/gauntlet"
-for d in models quants pyoracle; do
+for d in gauntlet/models gauntlet/quants gauntlet/pyoracle gauntlet/opencl pocl; do
   mkdir -p "$user_cache/$d"
-  ln -s "$user_cache/$d" "$T/cache/gauntlet/$d"
+  ln -s "$user_cache/$d" "$T/cache/$d"
 done
 cd "$T/main"
 export XDG_CACHE_HOME=$T/cache

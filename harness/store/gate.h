@@ -14,7 +14,9 @@
  * with a baseline, no regress-flagged metric of a required cell got worse
  * than the threshold, and some cell ran: a run whose every cell was
  * skipped (or that has none) fails, "FAIL run: 0 cells ran: ...", since it
- * qualified nothing whatever skips the policy allows. Each failure is
+ * qualified nothing whatever skips the policy allows (one --shard judged
+ * alone is exempt, with a note: which cells land in it is arithmetic, and
+ * the merged run is held to the rule). Each failure is
  * printed: the cell, its status and reason, every failing check and every
  * metric outside its tolerance with value and bound.
  *
