@@ -54,7 +54,7 @@ entry 'bash ci/setup.sh' skip \
 entry './build/gauntlet qualify matrices/quickstart.json --db results.sqlite --html report.html --junit junit.xml' run \
   'results.sqlite report.html junit.xml'
 entry 'bash ci/test.sh' skip \
-  "builds build/ and runs the whole CTest suite, this test included (2-3 minutes on 2 cores); CI runs it as the first step of .ci/run"
+  "builds build/ and runs the whole CTest suite, this test included (about 10 minutes on 2 cores); CI runs it in step fresh-clone of .ci/run"
 entry 'gauntlet plan matrices/ci.json' run
 entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
   "takes ~15 minutes on 2 cores (60 cells, SmolLM2 and Gemma 3 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
@@ -90,7 +90,7 @@ entry 'gauntlet serve -m MODEL -b cpu --port 8080' serve
 entry 'bash ci/fuzz.sh 60' skip \
   "a clang build of the instrumented tree, then 4 targets x 60 s: over 5 minutes; CI runs it as step fuzz of .ci/run"
 entry 'bash ci/sanitize.sh' skip \
-  "rebuilds everything with ASan + UBSan and runs the whole CTest suite under them, this test included: several times the plain suite's 2-3 minutes; CI runs it as step sanitize of .ci/run"
+  "rebuilds everything with ASan + UBSan and runs the unit-level tests and one qualification cell per backend under them (about 4 minutes on 2 cores); CI runs it as step sanitize of .ci/run"
 entry 'bash ci/valgrind.sh' plain
 
 # ---- the README's commands ---------------------------------------------------
