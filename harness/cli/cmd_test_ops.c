@@ -36,8 +36,8 @@ static void help(FILE *f)
             "  2 usage or configuration error\n");
 }
 
-/* 0 ran (counts updated; *none when no case ran on it), 1 not available
- * (skipped), -1 engine error. */
+/* 0 ran (counts updated; *none, said, when no case ran on it), 1 not
+ * available (skipped), -1 engine error. */
 static int check_one(const char *name, const gt_backend_config *cfg, gt_backend *ref,
                      const opcheck_opts *o, bool explicit, opcheck_counts *total, bool *none)
 {
@@ -61,7 +61,12 @@ static int check_one(const char *name, const gt_backend_config *cfg, gt_backend 
         return -1;
     }
     printf("backend %s: %d ok, %d failed, %d unsupported\n", name, c.ok, c.fail, c.unsupported);
-    *none = c.ok + c.fail == 0;
+    /* A filter that selects nothing selects it on every backend (the total
+     * says so); here, cases were selected and this backend supports none. */
+    *none = c.ok + c.fail == 0 && c.unsupported > 0;
+    if (*none)
+        printf("FAIL: backend %s: 0 cases ran (it supports none of the %d cases selected)\n",
+               name, c.unsupported);
     total->ok += c.ok, total->fail += c.fail, total->unsupported += c.unsupported;
     return 0;
 }
@@ -130,13 +135,12 @@ int cmd_test_ops(int argc, char **argv)
     const gt_backend_config cfg = {0, (int)threads, driver};
     opcheck_counts total = {0, 0, 0};
     int rc = 0, checked = 0;
-    char idle[256] = ""; /* backends checked that ran no case */
+    int idle = 0; /* backends checked that ran no case */
     bool none = false;
     if (backend) {
         rc = check_one(backend, &cfg, ref, &o, true, &total, &none);
         checked = rc == 0;
-        if (rc == 0 && none)
-            snprintf(idle, sizeof idle, "%s", backend);
+        idle += rc == 0 && none;
     } else {
         const gt_backend_entry *e;
         const int n = gt_backend_registry(&e);
@@ -149,10 +153,7 @@ int cmd_test_ops(int argc, char **argv)
             }
             rc = check_one(e[i].name, &cfg, ref, &o, false, &total, &none);
             checked += rc == 0;
-            if (rc == 0 && none) {
-                size_t len = strlen(idle);
-                snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", e[i].name);
-            }
+            idle += rc == 0 && none;
         }
     }
     gt_backend_close(ref);
@@ -170,11 +171,5 @@ int cmd_test_ops(int argc, char **argv)
                                      " MUL_MAT and GET_ROWS run as f32 only)");
         return GT_EXIT_FAIL;
     }
-    if (idle[0]) {
-        char *save = NULL;
-        for (char *b = strtok_r(idle, ", ", &save); b; b = strtok_r(NULL, ", ", &save))
-            printf("FAIL: backend %s: 0 cases ran (it supports none of the cases selected)\n", b);
-        return GT_EXIT_FAIL;
-    }
-    return total.fail ? GT_EXIT_FAIL : GT_EXIT_OK;
+    return total.fail || idle ? GT_EXIT_FAIL : GT_EXIT_OK;
 }

@@ -15,8 +15,6 @@
 /* Skip categories allowed when the gate names none: what a machine may
  * lack without the run saying anything about the software. */
 static const char *const DEFAULT_SKIPS = "[\"no device\", \"unsupported\"]";
-/* A skip the matrix itself declares (expect: skip, with its reason). */
-#define MATRIX_SKIP GT_SKIP_MATRIX
 
 typedef struct policy {
     unsigned allowed;
@@ -104,7 +102,7 @@ static bool glob_ok(const cJSON *o, const char *key, const char *value)
  * the policy allows for this cell. */
 static bool skip_allowed(const policy *p, const char *id, const char *reason)
 {
-    if (strncmp(reason, MATRIX_SKIP, strlen(MATRIX_SKIP)) == 0)
+    if (strncmp(reason, GT_SKIP_MATRIX, strlen(GT_SKIP_MATRIX)) == 0)
         return true;
     size_t n = strcspn(reason, ":");
     if (!reason[n])
