@@ -25,7 +25,7 @@ SDIST=llama_cpp_python-$VERSION.tar.gz
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 # The sdist carries no .git; its CHANGELOG names the llama.cpp commit of the release.
 COMMIT=0c1e57098
-TOOLS=(llama-server llama-bench llama-cli)
+TOOLS=(llama-server llama-bench llama-cli llama-perplexity)
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/peer
 root=${GT_PEER_DIR:-$cache}
