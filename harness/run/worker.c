@@ -728,10 +728,16 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
         fprintf(stderr, "worker: the server %s\n", how);
         /* After the stop: its output is all in by then. */
+        /* Exit 77 says the server cannot run here (a peer not built). The
+         * category is ours, "not built": the server's output is only the
+         * reason's text, so a server cannot name a category the gate
+         * allows (its line may say anything, "skipped by the matrix: ..."
+         * included). */
         if (gt_server_proc_exit_code(srv) == GT_EXIT_SKIP) {
             gt_server_proc_tail(srv, 1, tail, sizeof tail);
             gt_server_proc_free(srv);
-            skip(w, "%s", tail[0] ? tail : "the start command exited with code 77 (skip)");
+            skip(w, "not built: the start command exited with code 77: %s",
+                 tail[0] ? tail : "(no output)");
             emit_done(w, t0);
             return 0;
         }
