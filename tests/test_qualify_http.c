@@ -576,6 +576,22 @@ START_TEST(start_exit_77_is_a_skip)
 }
 END_TEST
 
+/* Every bound written is judged over HTTP too, even one equal to the
+ * suite's default: the HTTP smoke reports no NaN count, so a written
+ * smoke.nonfinite {"eq": 0} (its default) fails the cell, naming it
+ * (issue 34, finding 8). */
+START_TEST(written_bound_unreported_over_http_fails)
+{
+    const char *m = matrix("unreported.json", SERVE_REF,
+                           ", \"tolerances\": {\"default\": {\"smoke.nonfinite\": {\"eq\": 0}}}");
+    int rc = run(BIN " qualify '%s' --db unreported.sqlite", m);
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL stories260k/f32/serve-reference/default: fail:"
+                                           " smoke.tolerances: tolerance set for smoke.nonfinite,"
+                                           " metric not reported"),
+                  "exit %d:\n%s", rc, g_out);
+}
+END_TEST
+
 /* "api": "chat": gauntlet serve on SmolLM2 (its ChatML template) qualified
  * through /v1/chat/completions, every suite: the usage counts and the
  * reference come from the user turn rendered locally with the same
@@ -641,6 +657,7 @@ int main(void)
     tcase_add_test(tc, backends_option_filters_cells);
     tcase_add_test(tc, known_deviations_are_xfail_checks);
     tcase_add_test(tc, start_exit_77_is_a_skip);
+    tcase_add_test(tc, written_bound_unreported_over_http_fails);
     gt_test_add_if(tc, chat_api_cell_qualifies, gt_test_smollm2() != NULL && !gt_test_sanitized(),
                    gt_test_sanitized()
                        ? "a chat cell (SmolLM2, every suite) takes many minutes instrumented; "

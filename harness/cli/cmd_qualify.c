@@ -183,9 +183,19 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
     cJSON *suites = cJSON_AddArrayToObject(o, "suites");
     for (int i = 0; i < t->n_suites; i++)
         cJSON_AddItemToArray(suites, cJSON_CreateString(t->suites[i]));
-    cJSON_AddItemToObject(o, "settings",
-                          t->settings ? cJSON_Duplicate(t->settings, 1) : cJSON_CreateObject());
+    cJSON *settings = t->settings ? cJSON_Duplicate(t->settings, 1) : cJSON_CreateObject();
+    /* smoke's "reference" default is the matrix's (gt_matrix_smoke_reference). */
+    bool runs_smoke = false;
+    for (int i = 0; i < t->n_suites; i++)
+        runs_smoke |= strcmp(t->suites[i], "smoke") == 0;
+    cJSON *smoke = cJSON_GetObjectItemCaseSensitive(settings, "smoke");
+    if (!smoke && runs_smoke)
+        smoke = cJSON_AddObjectToObject(settings, "smoke");
+    if (smoke && !cJSON_GetObjectItemCaseSensitive(smoke, "reference"))
+        cJSON_AddBoolToObject(smoke, "reference", gt_matrix_smoke_reference(m, t));
+    cJSON_AddItemToObject(o, "settings", settings);
     cJSON_AddItemToObject(o, "tolerances", cJSON_Duplicate(c->tolerances, 1));
+    cJSON_AddItemToObject(o, "tolerances_written", cJSON_Duplicate(c->tol_written, 1));
     cJSON_AddStringToObject(o, "db", db_path);
     cJSON_AddStringToObject(o, "scratch", scratch);
     const char *data = getenv("GT_DATA_DIR");

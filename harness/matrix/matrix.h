@@ -165,7 +165,15 @@ typedef struct gt_cell {
     int64_t memory_mb;         /* 0 = unlimited */
     int threads;
     cJSON *tolerances;         /* resolved: suite defaults < default < quant < cells[] */
+    cJSON *tol_written;        /* names (array) of those the matrix wrote, not a suite's
+                                * default: each is a bound the cell must judge */
 } gt_cell;
+
+/* Whether tier t's smoke suite compares greedy tokens with the reference
+ * backend: its settings.smoke.reference when written, else on whenever the
+ * matrix has a reference backend (a smoke pass means "agrees with the
+ * reference", not just "generates something"). */
+bool gt_matrix_smoke_reference(const gt_matrix *m, const gt_mx_tier *t);
 
 int gt_matrix_load(const char *path, gt_matrix **out, gt_err *err);
 /* text need not be NUL-terminated; file names the source in messages and

@@ -19,7 +19,8 @@
  *      have reported every metric the cell has a tolerance for: one it did
  *      not report fails check <suite>.tolerances ("tolerance set for X,
  *      metric not reported"), since a bound nobody checks is no bound
- *      (in-process suites only: see run_suites);
+ *      (every tolerance the matrix wrote, even one equal to the suite's
+ *      default; http cells too: see run_suites);
  *   4. prints {"t":"done"} and exits 0.
  * Anything else (a signal, an exit without "done") is judged by the parent.
  *
@@ -367,28 +368,24 @@ static void inject(const char *faults)
     }
 }
 
-/* Fails check <suite>.tolerances for each tolerance of the cell on a metric
- * of the suite that just ran that the suite never reported: the matrix
- * asked for a bound that nothing checked. */
+/* Fails check <suite>.tolerances for each tolerance the matrix wrote
+ * (spec "tolerances_written") on a metric of the suite that just ran that
+ * the suite never reported: the matrix asked for a bound that nothing
+ * checked. A bound written equal to the suite's default is requested all
+ * the same; a suite default nobody wrote (smoke.ref_agreement's, when smoke
+ * does not compare) is not. In-process and HTTP cells alike. */
 static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
 {
-    const cJSON *tols = ctx->tolerances;
+    const cJSON *written = cJSON_GetObjectItemCaseSensitive(w->spec, "tolerances_written");
     size_t n = strlen(ctx->suite->name);
     char missing[1500] = "";
-    for (const cJSON *t = tols ? tols->child : NULL; t; t = t->next) {
-        if (!t->string || strncmp(t->string, ctx->suite->name, n) != 0 || t->string[n] != '.' ||
-            cJSON_GetObjectItemCaseSensitive(w->reported, t->string))
-            continue;
-        /* The suite's own default bound (e.g. smoke.ref_agreement, reported
-         * only with "reference": true) is not a request of the matrix. */
-        const gt_metric_def *d = gt_suite_metric_def(ctx->suite, t->string + n + 1);
-        cJSON *def = d && d->tolerance ? cJSON_Parse(d->tolerance) : NULL;
-        bool is_default = def && cJSON_Compare(def, t, true);
-        cJSON_Delete(def);
-        if (is_default)
+    for (const cJSON *t = written ? written->child : NULL; t; t = t->next) {
+        const char *name = cJSON_IsString(t) ? t->valuestring : "";
+        if (strncmp(name, ctx->suite->name, n) != 0 || name[n] != '.' ||
+            cJSON_GetObjectItemCaseSensitive(w->reported, name))
             continue;
         size_t len = strlen(missing);
-        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", t->string);
+        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", name);
     }
     if (missing[0])
         gt_suite_result(ctx, "tolerances", GT_ST_FAIL, "tolerance set for %s, metric not reported",
@@ -470,9 +467,10 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
         bool smoke_failed = strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before;
         /* A failed smoke stops early: its metrics may be missing. An HTTP
          * variant reports a subset of the in-process metrics (no load_ms, no
-         * KL divergence from logprobs: matrices/README.md), and a suite
-         * declares no per-variant list, so http cells are not asked. */
-        if (!smoke_failed && !http)
+         * KL divergence from logprobs: matrices/README.md); a bound written
+         * for one it does not report is a bound nobody judges, so it fails
+         * there too (write it for the in-process cells only). */
+        if (!smoke_failed)
             unreported_tolerances(w, ctx);
         if (smoke_failed)
             stopped = "not run: smoke failed";
