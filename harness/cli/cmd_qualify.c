@@ -191,8 +191,9 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
     cJSON *smoke = cJSON_GetObjectItemCaseSensitive(settings, "smoke");
     if (!smoke && runs_smoke)
         smoke = cJSON_AddObjectToObject(settings, "smoke");
-    if (smoke && !cJSON_GetObjectItemCaseSensitive(smoke, "reference"))
-        cJSON_AddBoolToObject(smoke, "reference", gt_matrix_smoke_reference(m, t));
+    if (smoke && !cJSON_GetObjectItemCaseSensitive(smoke, "reference") &&
+        gt_matrix_smoke_reference(m, t))
+        cJSON_AddTrueToObject(smoke, "reference"); /* unset: the suite's (http: on) */
     cJSON_AddItemToObject(o, "settings", settings);
     cJSON_AddItemToObject(o, "tolerances", cJSON_Duplicate(c->tolerances, 1));
     cJSON_AddItemToObject(o, "tolerances_written", cJSON_Duplicate(c->tol_written, 1));
