@@ -60,6 +60,9 @@ static void help(FILE *f)
             "  --tier T           tier to run (default: the matrix's default_tier)\n"
             "  --baseline X       compare performance with run key X in the database, or with\n"
             "                     the newest other run of this matrix/tier in database file X\n"
+            "  --tol-baseline F   the measured worst values the matrix's bounds are checked\n"
+            "                     against (default baselines/<name>.json beside the matrix;\n"
+            "                     a bound >100x looser than measured is an error, exit 2)\n"
             "  --resume KEY       continue run KEY: only its unfinished cells run\n"
             "  --run-id ID        run id (default $GT_RUN_ID or the CI run id; shards of one\n"
             "                     run must share it to merge)\n"
@@ -385,9 +388,11 @@ int cmd_qualify(int argc, char **argv)
         {"markdown", required_argument, NULL, 'M'}, {"backends", required_argument, NULL, 'B'},
         {"no-progress", no_argument, NULL, 'P'},    {"quiet", no_argument, NULL, 'q'},
         {"no-localize", no_argument, NULL, 'L'},
+        {"tol-baseline", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
     const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL, *backends = NULL;
+    const char *tol_baseline = NULL;
     gt_report_outputs reports = {.threshold_pct = -1};
     int shard_i = 1, shard_n = 1, jobs = 1, opt;
     bool no_progress = false, quiet = false, shard_given = false;
@@ -401,6 +406,7 @@ int cmd_qualify(int argc, char **argv)
         case 'i': run_id_arg = optarg; break;
         case 'c': cache_dir = optarg; break;
         case 'B': backends = optarg; break;
+        case 'T': tol_baseline = optarg; break;
         case 'P': no_progress = true; break;
         case 'L': localize_failures = false; break;
         case 'q': quiet = true; break;
@@ -437,6 +443,9 @@ int cmd_qualify(int argc, char **argv)
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
     if (gt_matrix_load(argv[optind], &m, &err) != 0)
+        goto fail;
+    /* A bound far looser than measured is a configuration error (matrix.h). */
+    if (gt_matrix_validate_baseline(m, tol_baseline, quiet ? NULL : stderr, &err) != 0)
         goto fail;
     if (backends && check_backends(m, backends, &err) != 0)
         goto fail;
