@@ -18,10 +18,12 @@ def bid: if type == "string" then . else .id end;
                    .drivers = [.drivers[] | select(.id as $d | $profiles | index($d))] else . end]
 | del(.exclude[]? | select(.model as $m | $models | index($m) | not))
 | .tolerances.quants = ((.tolerances.quants // {}) | with_entries(select(.key as $q | $quants | index($q))))
-| .tolerances.cells = [(.tolerances.cells // [])[] | select(
-    (.cell | split("/")) as $p
-    | any_match($p[0]; $models) and any_match($p[1]; $quants) and any_match($p[2]; $backends)
-      and any_match($p[3]; $profiles + ["default"]))]
+| ([.models[].id] as $ms | [.quants[]] as $qs
+   | [.backends[] | (bid) as $b
+      | (if type == "object" and ((.drivers // []) | length) > 0 then [.drivers[].id] else ["default"] end)[]
+      | "\($b)/\(.)"] as $bs
+   | [$ms[] as $m | $qs[] as $q | $bs[] as $b | "\($m)/\($q)/\($b)"]) as $cells
+| .tolerances.cells = [(.tolerances.cells // [])[] | select(.cell as $pat | any_match($pat; $cells))]
 | if .gate.optional then .gate.optional = [.gate.optional[] | select(.backend == null or
       (.backend as $b | $backends | index($b)))] else . end
 | .tiers = {($tier): (.tiers[$tier]
