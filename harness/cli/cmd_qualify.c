@@ -442,7 +442,7 @@ int cmd_qualify(int argc, char **argv)
     gt_job *jv = NULL;
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
-    if (gt_matrix_load(argv[optind], &m, &err) != 0)
+    if (gt_fault_env_check(&err) != 0 || gt_matrix_load(argv[optind], &m, &err) != 0)
         goto fail;
     /* A bound far looser than measured is a configuration error (matrix.h). */
     if (gt_matrix_validate_baseline(m, tol_baseline, quiet ? NULL : stderr, &err) != 0)
