@@ -66,7 +66,10 @@ static bool quantized(gt_type t)
 
 int gt_fault_quant_scale(const gt_fault_set *f, gt_tensor *t, gt_err *err)
 {
-    if (!f || !f->quant || t->op != GT_OP_MUL_MAT || !quantized(t->src[0]->type))
+    /* The output projection only ("logits"): the audit's fault, a 1% logit
+     * scale where the output weight is quantized, not a compounding one. */
+    if (!f || !f->quant || t->op != GT_OP_MUL_MAT || strcmp(t->name, "logits") != 0 ||
+        !quantized(t->src[0]->type))
         return 0;
     const size_t n = (size_t)(t->ne[0] * t->ne[1]);
     float *v = malloc(sizeof(float) * n);

@@ -23,8 +23,8 @@
  *   const-token=T        token T made the argmax by the row's range + 1
  *   nan-at=I             every logit at position I becomes NaN
  * Graph faults, in the graph the runtime builds (so the reference has them):
- *   logit-scale-quant=X  the output of every MUL_MAT whose weight is
- *                        quantized (not F32/F16/BF16) times (1 + X)
+ *   logit-scale-quant=X  the output projection (node "logits") times (1 + X)
+ *                        where its weight is quantized (not F32/F16/BF16)
  *   graph-drop-last      the last layer is skipped
  *   kv-decode-drop@N     a batch of one token (decode) at position >= N does
  *                        not write its K and V into the cache
