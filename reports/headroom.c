@@ -11,7 +11,8 @@
 static bool same_bound(const gt_headroom_row *h, const gt_rep_metric *m)
 {
     return strcmp(h->suite, m->suite) == 0 && strcmp(h->name, m->name) == 0 &&
-           strcmp(h->comparator, m->comparator) == 0 && h->bound == m->tolerance;
+           strcmp(h->comparator, m->comparator) == 0 && h->bound == m->tolerance &&
+           h->noted == m->noted;
 }
 
 /* Worse = further towards failing the bound. */
@@ -32,7 +33,9 @@ static int by_name(const void *a, const void *b)
     int c = strcmp(x->suite, y->suite);
     if (!c)
         c = strcmp(x->name, y->name);
-    return c ? c : (x->bound > y->bound) - (x->bound < y->bound);
+    if (!c)
+        c = (x->bound > y->bound) - (x->bound < y->bound);
+    return c ? c : (int)x->noted - (int)y->noted;
 }
 
 int gt_headroom_rows(const gt_rep_run *r, gt_headroom_row **rows, int *n)
@@ -65,7 +68,7 @@ int gt_headroom_rows(const gt_rep_run *r, gt_headroom_row **rows, int *n)
                 }
                 h = &(*rows)[(*n)++];
                 *h = (gt_headroom_row){m->suite, m->name, m->unit, m->comparator, m->tolerance,
-                                       m->value, 0, c, 0, 0, false};
+                                       m->value, 0, c, 0, 0, false, m->noted};
             } else if (worse(m->comparator, m->value, h->worst)) {
                 h->worst = m->value;
                 h->worst_cell = c;
@@ -77,16 +80,25 @@ int gt_headroom_rows(const gt_rep_run *r, gt_headroom_row **rows, int *n)
     for (int k = 0; k < *n; k++) {
         gt_headroom_row *h = &(*rows)[k];
         h->ratio = ratio(h);
-        h->loose = h->ratio > GT_HEADROOM_LOOSE;
+        h->loose = h->ratio > GT_HEADROOM_LOOSE && !h->noted;
     }
     if (*n)
         qsort(*rows, (size_t)*n, sizeof **rows, by_name);
     return 0;
 }
 
-int gt_headroom_print(FILE *f, const gt_headroom_row *rows, int n)
+/* What the row's flag column says: a loose bound is LOOSE unless its note
+ * says why ("loose:"), then it is listed as such and not counted. */
+static const char *flag(const gt_headroom_row *h)
 {
-    int loose = 0;
+    if (h->loose)
+        return "  LOOSE";
+    return h->noted && h->ratio > GT_HEADROOM_LOOSE ? "  loose (noted)" : "";
+}
+
+int gt_headroom_print(FILE *f, const gt_headroom_row *rows, int n, const char *notes_unread)
+{
+    int loose = 0, noted = 0;
     fprintf(f, "%-36s %-2s %10s %12s %10s  %5s  %s\n", "metric", "", "bound", "worst", "headroom",
             "cells", "worst cell");
     for (int i = 0; i < n; i++) {
@@ -95,13 +107,21 @@ int gt_headroom_print(FILE *f, const gt_headroom_row *rows, int n)
         snprintf(name, sizeof name, "%s.%s", h->suite, h->name);
         fprintf(f, "%-36s %-2s %10.3g %12.4g %9.3gx  %5d  %s%s%s\n", name, h->comparator,
                 h->bound, h->worst, h->ratio, h->n_cells, h->worst_cell->cell_id,
-                h->n_fail ? "  FAILING" : "", h->loose ? "  LOOSE" : "");
+                h->n_fail ? "  FAILING" : "", flag(h));
         loose += h->loose;
+        noted += h->noted && h->ratio > GT_HEADROOM_LOOSE;
     }
     fprintf(f, "%d bounds; %d more than %.0fx looser than measured (values below %.0e count "
-               "as %.0e, agreement shortfalls below %.2g as %.2g)\n",
+               "as %.0e, agreement shortfalls below %.2g as %.2g)",
             n, loose, GT_HEADROOM_LOOSE, GT_HEADROOM_FLOOR, GT_HEADROOM_FLOOR,
             GT_HEADROOM_RATIO_FLOOR, GT_HEADROOM_RATIO_FLOOR);
+    if (noted)
+        fprintf(f, "; %d more loose on purpose, their note says why (\"loose:\")", noted);
+    fputc('\n', f);
+    if (notes_unread)
+        fprintf(f, "the bounds' notes were not read (%s): a bound loose on purpose is flagged "
+                   "too\n",
+                notes_unread);
     return loose;
 }
 
@@ -139,7 +159,10 @@ void gt_html_headroom(FILE *f, const gt_rep_run *r)
         gt_report_esc(f, h->comparator);
         fprintf(f, " %.3g</td><td class=\"mono\">%.4g</td><td class=\"mono\">%.3gx%s</td>"
                    "<td>%d</td><td>",
-                h->bound, h->worst, h->ratio, h->loose ? " <strong>LOOSE</strong>" : "",
+                h->bound, h->worst, h->ratio,
+                h->loose ? " <strong>LOOSE</strong>"
+                : h->noted && h->ratio > GT_HEADROOM_LOOSE ? " loose (noted)"
+                                                          : "",
                 h->n_cells);
         gt_html_cell_link(f, h->worst_cell);
         fputs("</td></tr>\n", f);

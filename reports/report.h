@@ -31,6 +31,7 @@ typedef struct gt_rep_metric {
     const char *suite, *name, *unit, *comparator, *verdict;
     double value, tolerance;
     bool has_value, has_tol;
+    bool noted; /* its bound's note says it is loose on purpose (gt_db_loose_noted) */
     int better, regress;
 } gt_rep_metric;
 
@@ -84,6 +85,7 @@ typedef struct gt_rep_run {
     double perf_pct; /* the gate's perf_regression_pct, or -1 */
     int gate;        /* 0 pass, 1 fail, -1 not evaluated */
     const char *gate_text; /* what the gate printed: its verdict and reasons */
+    const char *notes_unread; /* why the bounds' notes could not be read, or NULL */
     gt_rep_cell *cells;    /* in expansion order */
     int n;
     gt_rep_device *devices;
@@ -265,7 +267,8 @@ extern const char gt_html_js[];
  * ratio floor = GT_HEADROOM_RATIO_FLOOR (0.01): agreement fractions are
  * counted over 32 to a few thousand items, so a shortfall under one in a
  * hundred is below what a CI tier resolves. A ratio above GT_HEADROOM_LOOSE
- * (100) is flagged.
+ * (100) is flagged, unless the bound's note says why ("loose:", read from
+ * the run's stored matrix: gt_db_loose_noted), which is listed as such.
  * Used by `gauntlet db headroom` and the HTML report's headroom section. */
 #define GT_HEADROOM_FLOOR 1e-9       /* = GT_TOL_FLOOR (base/tolerance.h) */
 #define GT_HEADROOM_RATIO_FLOOR 0.01 /* = GT_TOL_RATIO_FLOOR */
@@ -276,14 +279,17 @@ typedef struct gt_headroom_row {
     double bound, worst, ratio;
     const gt_rep_cell *worst_cell;
     int n_cells, n_fail;
-    bool loose;
+    bool loose; /* ratio above GT_HEADROOM_LOOSE and not noted */
+    bool noted; /* its note says it is loose on purpose ("loose:", gt_rep_metric.noted) */
 } gt_headroom_row;
 
 /* The rows of r (malloc'ed, *n of them), ordered by metric then bound.
  * 0, or -1 when out of memory. */
 int gt_headroom_rows(const gt_rep_run *r, gt_headroom_row **rows, int *n);
 
-/* Text table (for `gauntlet db headroom`); returns the loose count. */
-int gt_headroom_print(FILE *f, const gt_headroom_row *rows, int n);
+/* Text table (for `gauntlet db headroom`); returns the loose count (a
+ * bound whose note says it is loose on purpose is listed, not counted).
+ * notes_unread: the run's gt_rep_run.notes_unread, said when not NULL. */
+int gt_headroom_print(FILE *f, const gt_headroom_row *rows, int n, const char *notes_unread);
 
 #endif

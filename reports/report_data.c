@@ -343,6 +343,36 @@ static void run_gate(gt_rep_run *r, gt_db *db, gt_db *base, int64_t base_run_id)
     free(buf);
 }
 
+static void mark_noted(void *ctx, const char *cell_id, const char *metric)
+{
+    const gt_rep_cell *c = gt_report_find(ctx, cell_id);
+    const char *dot = strchr(metric, '.');
+    if (!c || !dot)
+        return;
+    size_t ls = (size_t)(dot - metric);
+    for (int j = 0; j < c->n_metrics; j++) {
+        gt_rep_metric *m = &c->metrics[j];
+        if (strlen(m->suite) == ls && strncmp(m->suite, metric, ls) == 0 &&
+            strcmp(m->name, dot + 1) == 0)
+            m->noted = true;
+    }
+}
+
+/* Which bounds were written loose on purpose, from the run's stored matrix:
+ * headroom does not flag those. A matrix that cannot be read again leaves
+ * every bound unnoted and says why. */
+static int load_notes(gt_rep_run *r, gt_db *db, gt_err *err)
+{
+    gt_err nerr = {{0}};
+    int rc = gt_db_loose_noted(db, r->id, mark_noted, r, &nerr);
+    if (rc < 0)
+        return gt_err_set(err, "%s", nerr.msg);
+    bool oom = false;
+    if (rc > 0)
+        r->notes_unread = gt_report_strdup(r, nerr.msg, &oom);
+    return oom ? gt_err_set(err, "out of memory") : 0;
+}
+
 int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t base_run_id,
                    gt_rep_run **out, gt_err *err)
 {
@@ -368,7 +398,7 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
         map[i] = (id_ix){r->cells[i].id, i};
     qsort(map, (size_t)r->n, sizeof *map, cmp_id);
     if (load_rows(r, h, map, false, err) != 0 || load_rows(r, h, map, true, err) != 0 ||
-        gt_report_provenance(r, h, err) != 0)
+        gt_report_provenance(r, h, err) != 0 || load_notes(r, db, err) != 0)
         goto fail;
     free(map);
     if (gate)

@@ -6,7 +6,10 @@
  * measures (drift KL max <= 0.5, measured ~1e-13) and one that is close
  * (at least 16 scored positions, 32 scored): the first must be flagged, the
  * second not, with the worst value the database holds and the ratio the
- * header defines; --strict turns a flag into exit 1. */
+ * header defines; --strict turns a flag into exit 1. A third bound as loose
+ * but whose note says why ("loose: ...", read back from the run's stored
+ * matrix) is listed as loose on purpose, not flagged, and does not trip
+ * --strict; the same bound unnoted in a second run is flagged. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,7 @@ START_TEST(flags_loose_bounds_only)
         " \"defaults\": {\"timeout_s\": 120, \"threads\": 1},\n"
         " \"tolerances\": {\"default\": {\n"
         "   \"accuracy.drift_kld_max\": {\"max\": 0.5},\n"
+        "   \"accuracy.drift_kld_mean\": {\"max\": 0.25, \"note\": \"loose: a test of the marker\"},\n"
         "   \"accuracy.scored_tokens\": {\"min\": 16}}},\n"
         " \"tiers\": {\"t\": {\"suites\": [\"accuracy\"], \"settings\": {\"accuracy\":\n"
         "   {\"max_scored\": 32, \"max_prompts\": 2, \"n_gen\": 4}}}}}\n";
@@ -88,6 +92,19 @@ START_TEST(flags_loose_bounds_only)
     ck_assert_msg(!strstr(tight, "LOOSE"), "flagged: %s", tight);
     ck_assert_ptr_nonnull(strstr(g_out, "more than 100x looser than measured"));
 
+    /* Loose on purpose: listed with the marker's word, not flagged or counted. */
+    const char *noted = row("accuracy.drift_kld_mean", "<=");
+    ck_assert_msg(noted, "no drift_kld_mean row:\n%s", g_out);
+    ck_assert_msg(sscanf(noted, "%*s %*s %lf %lf %lfx %d", &bound, &shown, &ratio, &cells) == 4,
+                  "%s", noted);
+    ck_assert_double_eq(bound, 0.25);
+    ck_assert_msg(ratio > 100, "the test needs the noted bound loose: %s", noted);
+    ck_assert_msg(!strstr(noted, "LOOSE") && strstr(noted, "loose (noted)"), "%s", noted);
+    ck_assert_msg(strstr(g_out, "; 1 more than 100x looser than measured") &&
+                      strstr(g_out, "1 more loose on purpose"),
+                  "counts:\n%s", g_out);
+    ck_assert_ptr_null(strstr(g_out, "notes were not read"));
+
     rc = run(BIN " db headroom h.sqlite --strict");
     ck_assert_msg(rc == 1, "--strict with a loose bound: exit %d\n%s", rc, g_out);
 
@@ -99,7 +116,43 @@ START_TEST(flags_loose_bounds_only)
     const char *kld = strstr(sec, "accuracy.drift_kld_max");
     ck_assert_msg(kld && strstr(kld, "LOOSE"), "headroom table lacks the loose bound");
     ck_assert_ptr_nonnull(strstr(html, "reference numerics"));
+    const char *mean = strstr(sec, "accuracy.drift_kld_mean");
+    const char *end = mean ? strstr(mean, "</tr>") : NULL;
+    ck_assert_msg(mean && end, "headroom table lacks the noted bound");
+    ck_assert_msg(strstr(mean, "loose (noted)") && strstr(mean, "loose (noted)") < end &&
+                      (!strstr(mean, "LOOSE") || strstr(mean, "LOOSE") > end),
+                  "the noted bound's row is not marked as noted");
     free(html);
+
+    /* Only the marker lets it pass: the same bound without its note, and
+     * only the noted bound (--strict passes). */
+    const char *plain =
+        "{\"name\": \"headroom\",\n"
+        " \"models\": [{\"id\": \"synth-tiny\", \"synth\": {\"preset\": \"tiny\", \"seed\": 1}}],\n"
+        " \"quants\": [\"f32\"], \"backends\": [\"reference\", \"cpu\"],\n"
+        " \"defaults\": {\"timeout_s\": 120, \"threads\": 1},\n"
+        " \"tolerances\": {\"default\": {\n"
+        "   \"accuracy.drift_kld_mean\": {\"max\": 0.25, \"note\": \"%s\"}}},\n"
+        " \"tiers\": {\"t\": {\"suites\": [\"accuracy\"], \"settings\": {\"accuracy\":\n"
+        "   {\"max_scored\": 32, \"max_prompts\": 2, \"n_gen\": 4}}}}}\n";
+    static const char *const NOTES[] = {"no marker here", "loose: the test's marker"};
+    for (int i = 0; i < 2; i++) {
+        char text[2048];
+        int len = snprintf(text, sizeof text, plain, NOTES[i]);
+        gt_test_write_file(gt_test_join(g_dir, "p.json"), text, (size_t)len);
+        gt_test_sh("rm -f '%s'/p.sqlite*", g_dir);
+        rc = run(BIN " qualify p.json --db p.sqlite -q");
+        ck_assert_msg(rc == 0, "qualify exit %d:\n%s", rc, g_out);
+        rc = run(BIN " db headroom p.sqlite --strict");
+        const char *r = row("accuracy.drift_kld_mean", "<=");
+        ck_assert_msg(r, "no drift_kld_mean row:\n%s", g_out);
+        if (i == 0) {
+            ck_assert_msg(rc == 1 && strstr(r, "LOOSE"), "unnoted: exit %d, %s", rc, r);
+        } else {
+            ck_assert_msg(rc == 0 && !strstr(r, "LOOSE") && strstr(r, "loose (noted)"),
+                          "noted: exit %d, %s", rc, r);
+        }
+    }
 }
 END_TEST
 

@@ -94,7 +94,7 @@ static int headroom(gt_db *db, const char *key, bool strict)
         return GT_EXIT_USAGE;
     }
     printf("run %s (%s), %d cells\n", run.run_key, run.status, rep->n);
-    int loose = gt_headroom_print(stdout, rows, n);
+    int loose = gt_headroom_print(stdout, rows, n, rep->notes_unread);
     free(rows);
     gt_report_free(rep);
     return strict && loose ? GT_EXIT_FAIL : GT_EXIT_OK;

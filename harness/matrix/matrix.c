@@ -587,6 +587,29 @@ static int parse_survivors(const gt_matrix *m, const gt_jv *v)
     return 0;
 }
 
+/* m->base: the matrix's folder joined with its root, which must exist; a
+ * stored matrix has no folder behind it and gets "". */
+static int resolve_root(gt_matrix *m, const gt_jv *v, const char *root)
+{
+    if (m->stored)
+        return (m->base = strdup("")) ? 0 : OOM(v);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", m->file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    char abs[PATH_MAX], joined[PATH_MAX + 8];
+    if (!realpath(dir, abs))
+        return gt_jv_fail(v, "", "cannot resolve the matrix's folder %s: %s", dir,
+                          strerror(errno));
+    snprintf(joined, sizeof joined, "%s/%s", abs, root ? root : ".");
+    if (!realpath(joined, abs))
+        return gt_jv_fail(v, "root", "folder %s does not exist", joined);
+    return (m->base = strdup(abs)) ? 0 : OOM(v);
+}
+
 static int parse_doc(gt_matrix *m, const gt_jv *v)
 {
     static const char *const KEYS[] = {
@@ -603,22 +626,8 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         gt_jv_str(v, d, "", "default_tier", false, &def_tier))
         return -1;
 
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", m->file);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    char abs[PATH_MAX], joined[PATH_MAX + 8];
-    if (!realpath(dir, abs))
-        return gt_jv_fail(v, "", "cannot resolve the matrix's folder %s: %s", dir,
-                          strerror(errno));
-    snprintf(joined, sizeof joined, "%s/%s", abs, root ? root : ".");
-    if (!realpath(joined, abs))
-        return gt_jv_fail(v, "root", "folder %s does not exist", joined);
-    if (!(m->base = strdup(abs)))
-        return OOM(v);
+    if (resolve_root(m, v, root) != 0)
+        return -1;
 
     const cJSON *mirror = cJSON_GetObjectItemCaseSensitive(d, "mirror");
     if (cJSON_IsString(mirror)) {
@@ -758,11 +767,13 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
     return gt_matrix_check_rules(m, v);
 }
 
-int gt_matrix_parse(const char *file, const char *text, size_t len, gt_matrix **out,
-                    gt_err *err)
+static int parse(const char *file, const char *text, size_t len, bool stored, gt_matrix **out,
+                 gt_err *err)
 {
     *out = NULL;
     gt_matrix *m = calloc(1, sizeof *m);
+    if (m)
+        m->stored = stored;
     if (!m || !(m->file = strdup(file)) || !(m->text = malloc(len + 1))) {
         gt_matrix_free(m);
         return gt_err_set(err, "%s: out of memory", file);
@@ -777,6 +788,18 @@ int gt_matrix_parse(const char *file, const char *text, size_t len, gt_matrix **
     }
     *out = m;
     return 0;
+}
+
+int gt_matrix_parse(const char *file, const char *text, size_t len, gt_matrix **out,
+                    gt_err *err)
+{
+    return parse(file, text, len, false, out, err);
+}
+
+int gt_matrix_parse_stored(const char *label, const char *text, size_t len, gt_matrix **out,
+                           gt_err *err)
+{
+    return parse(label, text, len, true, out, err);
 }
 
 int gt_matrix_load(const char *path, gt_matrix **out, gt_err *err)

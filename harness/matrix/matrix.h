@@ -116,7 +116,8 @@ typedef struct gt_mx_tier {
 
 typedef struct gt_matrix {
     char *file;       /* as given */
-    char *base;       /* absolute directory relative paths resolve against */
+    char *base;       /* absolute directory relative paths resolve against ("" stored) */
+    bool stored;      /* parsed by gt_matrix_parse_stored: no folder behind it */
     char name[65];
     const char *description;
     char sha256[65];  /* of the file's bytes */
@@ -181,6 +182,12 @@ int gt_matrix_load(const char *path, gt_matrix **out, gt_err *err);
  * anchors relative paths. */
 int gt_matrix_parse(const char *file, const char *text, size_t len, gt_matrix **out,
                     gt_err *err);
+/* A matrix as a run stored it (runs.matrix_json), read for its rules and
+ * tolerances after the fact, maybe on another machine: its root folder is
+ * not resolved (base is "", so no path of it may be opened). label names it
+ * in messages. */
+int gt_matrix_parse_stored(const char *label, const char *text, size_t len, gt_matrix **out,
+                           gt_err *err);
 void gt_matrix_free(gt_matrix *m);
 
 /* The tier by name, or the default tier for NULL; NULL with err filled

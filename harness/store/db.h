@@ -111,6 +111,15 @@ int gt_db_run_texts(gt_db *db, int64_t run_id, char **matrix_json, char **gate_j
                     gt_err *err);
 int gt_db_run_finish(gt_db *db, int64_t run_id, const char *status, gt_err *err);
 
+/* The bounds of run_id whose note says they are loose on purpose (the
+ * "loose:" marker, base/tolerance.h): fn(ctx, cell_id, "suite.metric") for
+ * each cell and bound, resolved from the run's stored matrix text and tier
+ * as the run resolved them (loose_notes.c). 0 ok; 1 when the stored matrix
+ * cannot be read again (err says why; no bound is known noted then); -1 on
+ * a database error. */
+typedef void (*gt_db_noted_fn)(void *ctx, const char *cell_id, const char *metric);
+int gt_db_loose_noted(gt_db *db, int64_t run_id, gt_db_noted_fn fn, void *ctx, gt_err *err);
+
 /* Cells of the run in this database, and how many are pending. */
 int gt_db_run_counts(gt_db *db, int64_t run_id, int *total, int *pending, gt_err *err);
 
