@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "html.h"
-#include "tolerance.h"
+#include "base.h"
 
 static bool same_bound(const gt_headroom_row *h, const gt_rep_metric *m)
 {

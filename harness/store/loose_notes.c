@@ -13,7 +13,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "matrix.h"
-#include "tolerance.h"
+#include "base.h"
 
 static int stored_texts(gt_db *db, int64_t run_id, char **text, char **tier, gt_err *err)
 {
