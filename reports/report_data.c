@@ -281,6 +281,7 @@ static int load_rows(gt_rep_run *r, sqlite3 *h, const id_ix *map, bool metrics, 
             m->tolerance = m->has_tol ? sqlite3_column_double(st, 7) : NAN;
             m->better = sqlite3_column_int(st, 8);
             m->regress = sqlite3_column_int(st, 9);
+            m->noted = false; /* load_notes sets it */
         } else {
             gt_rep_check *k = (gt_rep_check *)(all + (size_t)n * esz);
             k->suite = gt_report_dup_col(r, st, 1, &oom);
