@@ -67,6 +67,9 @@
     {p "top1", "ratio", +1, false, NULL, "positions where cell and reference argmax agree, " what}, \
     {p "rms_dp", "prob", -1, false, NULL, "RMS of p_cell - p_ref on the correct token, " what}, \
     {p "nmse", "ratio", -1, false, NULL, "NMSE of the logits (reference top-k), " what},        \
+    {p "scale_err", "ratio", -1, false, NULL,                                                  \
+     "|s - 1|, s the least-squares slope of the cell's logits on the reference's (top-k, "      \
+     "centred per position): a systematic logit scale, which noise barely moves, " what},      \
     {p "kld_tail_bound", "nats", 0, false, NULL,                                               \
      "at most this much of KL's mean is in the tokens the cache left out, " what},             \
     {p "ppl_ratio", "ratio", -1, false, NULL, "perplexity of the cell / of the reference, " what}
@@ -157,6 +160,7 @@ typedef struct cmp {
     int n;
     long top1;
     double sum_dp2, nll_ref, num, den, gap;
+    double sxr, srr; /* centred cross and reference sums: scale_err's slope */
     float *live;          /* this chunk's reference logits when computed in the pass */
     double full_kl, topk_kl, gap_live; /* sums over live positions: the summary's error */
     int n_live;
@@ -259,10 +263,24 @@ static double score(acc *a, cmp *r, int pos, const float *x, int32_t correct)
 {
     const gt_refdist_pos *h = pos_at(r, pos);
     const gt_refdist_entry *e = r->ent + h->first;
+    double mx = 0, mr = 0;
     for (int i = 0; i < h->k; i++) {
         double d = (double)x[e[i].id] - e[i].logit;
         r->num += d * d;
         r->den += (double)e[i].logit * e[i].logit;
+        mx += x[e[i].id];
+        mr += e[i].logit;
+    }
+    /* The slope of x on r within the position (softmax ignores a shift, so
+     * each side is centred): activation or weight rounding scatters x
+     * around r, a wrong scale tilts it, which KL alone cannot tell apart
+     * when both are of one size (GT_CPU_ACT=q8 vs logit-scale-quant=0.01). */
+    mx /= h->k;
+    mr /= h->k;
+    for (int i = 0; i < h->k; i++) {
+        double dr = e[i].logit - mr;
+        r->sxr += ((double)x[e[i].id] - mx) * dr;
+        r->srr += dr * dr;
     }
     if (h->tail > a->tail_max)
         a->tail_max = h->tail;
@@ -294,6 +312,7 @@ static void report(acc *a, cmp *r)
     M("rms_dp", sqrt(r->sum_dp2 / n));
     M("nmse", r->den > 0 ? r->num / r->den : 0);
     M("ppl_ratio", exp((a->nll_cell - r->nll_ref) / n));
+    M("scale_err", r->srr > 0 ? fabs(r->sxr / r->srr - 1) : 0);
     M("kld_tail_bound", r->gap / n);
 #undef M
     gt_suite_log(c, "%s: %d positions, KLD mean %.3g p99 %.3g max %.3g, top-1 %.4f, ref ppl %.4g",
