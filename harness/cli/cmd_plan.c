@@ -89,6 +89,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "gauntlet plan: %s\n", err.msg);
         return GT_EXIT_USAGE;
     }
+    if (gt_anchors_check_all(m, &err) != 0) {
+        fprintf(stderr, "gauntlet plan: %s\n", err.msg);
+        gt_matrix_free(m);
+        return GT_EXIT_USAGE;
+    }
     const gt_mx_tier *tier = gt_matrix_tier(m, tier_name, &err);
     gt_cell *cells = NULL;
     int n = 0;
