@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "html.h"
+#include "tolerance.h"
 
 static bool same_bound(const gt_headroom_row *h, const gt_rep_metric *m)
 {
@@ -21,14 +22,8 @@ static bool worse(const char *cmp, double v, double than)
 
 static double ratio(const gt_headroom_row *h)
 {
-    if (strcmp(h->comparator, "<=") == 0)
-        return h->bound / fmax(h->worst, GT_HEADROOM_FLOOR);
-    if (strcmp(h->comparator, ">=") == 0) {
-        if (h->unit && strcmp(h->unit, "ratio") == 0 && h->bound <= 1)
-            return (1 - h->bound) / fmax(1 - h->worst, GT_HEADROOM_RATIO_FLOOR);
-        return h->bound > 0 ? h->worst / h->bound : INFINITY;
-    }
-    return 1;
+    return gt_tol_slack(h->comparator, h->bound, h->worst,
+                        h->unit && strcmp(h->unit, "ratio") == 0);
 }
 
 static int by_name(const void *a, const void *b)

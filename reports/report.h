@@ -267,9 +267,9 @@ extern const char gt_html_js[];
  * hundred is below what a CI tier resolves. A ratio above GT_HEADROOM_LOOSE
  * (100) is flagged.
  * Used by `gauntlet db headroom` and the HTML report's headroom section. */
-#define GT_HEADROOM_FLOOR 1e-9
-#define GT_HEADROOM_RATIO_FLOOR 0.01
-#define GT_HEADROOM_LOOSE 100.0
+#define GT_HEADROOM_FLOOR 1e-9       /* = GT_TOL_FLOOR (base/tolerance.h) */
+#define GT_HEADROOM_RATIO_FLOOR 0.01 /* = GT_TOL_RATIO_FLOOR */
+#define GT_HEADROOM_LOOSE 100.0      /* = GT_TOL_LOOSE */
 
 typedef struct gt_headroom_row {
     const char *suite, *name, *unit, *comparator;

@@ -355,6 +355,9 @@ static void make_shard(const char *name, int k, const char *status)
     ck_assert_int_eq(gt_db_cells_add(db, run, cells, n, &err), 0);
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(record(db, run, cells[i].cell_id, status, 500, "pass", NULL, &err), 0);
+    char sql[96]; /* as qualify records them: each cell names its part */
+    snprintf(sql, sizeof sql, "UPDATE cells SET part_id = %lld", (long long)part);
+    ck_assert_int_eq(gt_db_exec(db, sql, &err), 0);
     ck_assert_int_eq(gt_db_part_end(db, part, "complete", &err), 0);
     gt_db_close(db);
 }
@@ -434,6 +437,62 @@ START_TEST(gate_merged_shards)
 }
 END_TEST
 
+/* Shard 1 run twice under one run id, clean and with a fault, plus shard
+ * 2: the merged run fails naming the conflicting cells in either order,
+ * and `db check` reports them (issue 34, finding 3). */
+START_TEST(merge_conflict_fails_either_order)
+{
+    gt_err err = {{0}};
+    char out[8192];
+    gt_db_merge_stats st;
+    make_shard("c1.sqlite", 1, "pass");
+    make_shard("c1f.sqlite", 1, "fail");
+    make_shard("c2.sqlite", 2, "pass");
+    static const char *const ORDERS[2][3] = {{"c1.sqlite", "c1f.sqlite", "c2.sqlite"},
+                                             {"c1f.sqlite", "c1.sqlite", "c2.sqlite"}};
+    for (int o = 0; o < 2; o++) {
+        gt_db *m = fresh(o ? "call2.sqlite" : "call1.sqlite");
+        int conflicts = 0;
+        for (int i = 0; i < 3; i++) {
+            ck_assert_msg(gt_db_merge(m, gt_test_tmp(ORDERS[o][i]), &st, &err) == 0, "%s",
+                          err.msg);
+            conflicts += st.conflicts;
+        }
+        ck_assert_int_eq(conflicts, 2);
+        ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE status = 'fail' AND reason"
+                                  " LIKE 'conflict: %(flaky?)'"),
+                         2);
+        /* The worse side's failing check survives, whichever came first. */
+        ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results WHERE check_name = 'generate'"
+                                  " AND status = 'fail'"),
+                         2);
+        ck_assert_int_eq(gate_text(m, run_id(m), NULL, 0, out, sizeof out), 1);
+        ck_assert_msg(strstr(out, "FAIL m/f32/cpu/default: conflict: ") != NULL, "%s", out);
+        ck_assert_msg(strstr(out, "FAIL m/q4_0/cpu/default: conflict: ") != NULL, "%s", out);
+        ck_assert_msg(strstr(out, o ? "fail in shard 1/2" : "pass in shard 1/2") != NULL, "%s",
+                      out);
+        ck_assert_msg(strstr(out, o ? "pass in " : "fail in ") != NULL, "%s", out);
+        ck_assert_msg(strstr(out, gt_test_tmp(ORDERS[o][1])) != NULL, "%s", out);
+        ck_assert_ptr_nonnull(strstr(out, "merge.conflict"));
+        ck_assert_ptr_nonnull(strstr(out, "gate: FAIL (4 cells"));
+        FILE *f = tmpfile();
+        ck_assert_int_eq(gt_db_check(m, f, &err), 1);
+        rewind(f);
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        fclose(f);
+        ck_assert_msg(strstr(out, "FAIL no merge conflicts") != NULL, "%s", out);
+        ck_assert_ptr_nonnull(strstr(out, "m/f32/cpu/default conflict: "));
+        /* Merging a side again leaves the conflict as it was. */
+        ck_assert_int_eq(gt_db_merge(m, gt_test_tmp(ORDERS[o][0]), &st, &err), 0);
+        ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE reason LIKE 'conflict: %'"),
+                         2);
+        ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results WHERE suite = 'merge'"), 2);
+        gt_db_close(m);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -444,6 +503,7 @@ int main(void)
     tcase_add_test(tc, merge_joins_shards);
     tcase_add_test(tc, gate_verdicts);
     tcase_add_test(tc, gate_merged_shards);
+    tcase_add_test(tc, merge_conflict_fails_either_order);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

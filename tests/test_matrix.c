@@ -35,11 +35,13 @@ static const gt_metric_def SMOKE_METRICS[] = {
     {"load_ms", "ms", -1, false, NULL, ""},
     {"decode_tps", "tok/s", +1, true, NULL, ""},
     {"nonfinite", "count", -1, false, "{\"eq\": 0}", ""},
+    {"ref_agreement", "ratio", +1, false, "{\"min\": 0.9}", ""},
     {NULL},
 };
 static const gt_setting_def SMOKE_SETTINGS[] = {
     {"n_tokens", GT_SET_INT, ""},
     {"prompts", GT_SET_STRINGS, ""},
+    {"reference", GT_SET_BOOL, ""},
     {NULL},
 };
 static const gt_suite FAKE_SMOKE = {.name = "smoke", .metrics = SMOKE_METRICS,
@@ -327,6 +329,16 @@ static const bad_case BAD[] = {
     {"trailing", BASE("") " {}", ".json:1:", "JSON syntax error"},
     {"not an object", "[1, 2]", "(top level)", "expected an object"},
     {"unknown top key", BASE(", \"modles\": []"), "modles", "unknown key"},
+    {"survivor not a runtime fault", BASE(", \"survivors\": [{\"fault\": \"segv\", \"reason\": \"r\"}]"),
+     "survivors[0].fault", "runtime fault kind"},
+    {"survivor with argument",
+     BASE(", \"survivors\": [{\"fault\": \"attn-window=3\", \"reason\": \"r\"}]"),
+     "survivors[0].fault", "without argument"},
+    {"survivor without reason", BASE(", \"survivors\": [{\"fault\": \"attn-window\"}]"),
+     "survivors[0].reason", "required key"},
+    {"survivor of no tier",
+     BASE(", \"survivors\": [{\"fault\": \"nan-at\", \"tiers\": [\"x\"], \"reason\": \"r\"}]"),
+     "survivors[0].tiers[0]", "one of this matrix's tiers"},
     {"unknown model key",
      "{\"name\": \"t\", \"models\": [{\"id\": \"a\", \"path\": \"x\"}, {\"id\": \"b\","
      " \"path\": \"y\", \"sha\": \"1\"}], \"quants\": [\"f32\"], \"backends\": [\"cpu\"], " TIERS "}",
@@ -486,8 +498,49 @@ static const bad_case BAD[] = {
      "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [{\"id\": \"reference\","
      " \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:80/v1\"}], " TIERS "}",
      "backends[0].id", "built-in"},
+    /* A bound for a metric a tier never produces is the matrix's error, not
+     * a cell that fails at run time (issue 34, finding 7). */
+    {"ref_agreement without comparing",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"reference\", \"cpu\"],"
+     " \"tiers\": {\"smoke\": {\"suites\": [\"smoke\"], \"settings\": {\"smoke\": {\"reference\":"
+     " false}}}}, \"tolerances\": {\"cells\": [{\"cell\": \"*/*/cpu/*\", \"metrics\":"
+     " {\"smoke.ref_agreement\": {\"min\": 0.5}}}]}}",
+     "tiers.smoke", "smoke.ref_agreement, which this tier never reports"},
+    {"ref_agreement without a reference backend",
+     "{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"cpu\"], " TIERS
+     ", \"tolerances\": {\"default\": {\"smoke.ref_agreement\": {\"min\": 0.9}}}}",
+     "tiers.smoke", "no reference backend"},
 };
 #define N_BAD ((int)(sizeof BAD / sizeof BAD[0]))
+
+/* Smoke compares with the reference by default when the matrix has a
+ * reference backend; a tolerance written is listed as requested even when
+ * it equals the suite's default, a suite default nobody wrote is not
+ * (issue 34, findings 7 and 8). */
+START_TEST(written_tolerances_and_smoke_reference)
+{
+    gt_matrix *m = parse_ok(BASE(", \"tolerances\": {\"default\": {\"smoke.ref_agreement\":"
+                                 " {\"min\": 0.9}}}"));
+    ck_assert(gt_matrix_smoke_reference(m, &m->tiers[0]));
+    int n;
+    gt_cell *c = expand(m, NULL, &n);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(cJSON_GetArraySize(c[0].tol_written), 1);
+    ck_assert_str_eq(cJSON_GetArrayItem(c[0].tol_written, 0)->valuestring, "smoke.ref_agreement");
+    gt_cells_free(c, n);
+    gt_matrix_free(m);
+    m = parse_ok(BASE(""));
+    c = expand(m, NULL, &n);
+    ck_assert_ptr_nonnull(cJSON_GetObjectItemCaseSensitive(c[0].tolerances, "smoke.ref_agreement"));
+    ck_assert_int_eq(cJSON_GetArraySize(c[0].tol_written), 0);
+    gt_cells_free(c, n);
+    gt_matrix_free(m);
+    m = parse_ok("{\"name\": \"t\", " MODELS ", \"quants\": [\"f32\"], \"backends\": [\"cpu\"], "
+                 TIERS "}");
+    ck_assert(!gt_matrix_smoke_reference(m, &m->tiers[0]));
+    gt_matrix_free(m);
+}
+END_TEST
 
 START_TEST(bad_matrix_in_process)
 {
@@ -597,6 +650,7 @@ int main(void)
     tcase_add_test(tc, patterns_and_versions);
     tcase_add_test(tc, relative_paths_use_root);
     tcase_add_test(tc, http_entries);
+    tcase_add_test(tc, written_tolerances_and_smoke_reference);
     tcase_add_loop_test(tc, bad_matrix_in_process, 0, N_BAD);
     tcase_add_loop_test(tc, bad_matrix_binary, 0, N_BAD);
     tcase_add_test(tc, unknown_tier_and_missing_file);

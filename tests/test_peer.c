@@ -102,7 +102,8 @@ START_TEST(peer_matrix_without_peer_skips)
                   "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nopeer.sqlite");
     ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason LIKE"
-                           " 'peer not built: no llama-server in /nonexistent/llama.cpp-0.3.36-%%"
+                           " 'not built: the start command exited with code 77: peer not built:"
+                           " no llama-server in /nonexistent/llama.cpp-0.3.36-%%"
                            " (run ci/peer-llamacpp.sh)'") == 3,
                   "%s", q_text(h, "SELECT status || ': ' || reason FROM cells"));
     sqlite3_close(h);

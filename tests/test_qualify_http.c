@@ -524,9 +524,12 @@ START_TEST(known_deviations_are_xfail_checks)
 END_TEST
 
 /* A start command that exits 77 before it is healthy says the cell cannot
- * run here (ci/peer-llamacpp.sh --exec without the peer): a skip whose reason
- * is its last line, which allowed_skips can allow by its category. The
- * {root} placeholder is the matrix's root folder. */
+ * run here (ci/peer-llamacpp.sh --exec without the peer): a skip of the
+ * harness's category "not built", its last line only the reason's text,
+ * which allowed_skips can allow by that category. The {root} placeholder
+ * is the matrix's root folder. A command that prints a category the gate
+ * would allow ("skipped by the matrix: ...") gets "not built" all the same,
+ * which a gate with allowed_skips [] does not allow (issue 34, finding 6). */
 START_TEST(start_exit_77_is_a_skip)
 {
     const char *m = matrix(
@@ -534,7 +537,7 @@ START_TEST(start_exit_77_is_a_skip)
         "{\"id\": \"skipper\", \"backend\": \"http\", \"endpoint\": \"http://127.0.0.1:{port}/v1\","
         " \"start\": [\"sh\", \"-c\", \"echo starting in $1; echo peer not built: none in $1 >&2;"
         " exit 77\", \"{port}\", \"{root}\"], \"start_timeout_s\": 30}",
-        ", \"gate\": {\"allowed\": [\"pass\", \"skip\"], \"allowed_skips\": [\"peer not built\"]}");
+        ", \"gate\": {\"allowed\": [\"pass\", \"skip\"], \"allowed_skips\": [\"not built\"]}");
     double t0 = now();
     int rc = run(BIN " qualify '%s' --db skipper.sqlite", m);
     /* allowed_skips allows it; the run, which qualified nothing, fails */
@@ -545,9 +548,47 @@ START_TEST(start_exit_77_is_a_skip)
     sqlite3 *h = db_open("skipper.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT status FROM cells"), "skip\n");
     char want[4400];
-    snprintf(want, sizeof want, "peer not built: none in %s\n", g_dir);
+    snprintf(want, sizeof want,
+             "not built: the start command exited with code 77: peer not built: none in %s\n",
+             g_dir);
     ck_assert_str_eq(q_text(h, "SELECT reason FROM cells"), want);
     sqlite3_close(h);
+
+    /* The spoof: a server that claims the matrix skipped it, next to a
+     * cell that passes, under serve.json's gate (allowed_skips []). */
+    char backends[2048];
+    snprintf(backends, sizeof backends,
+             "\"reference\", {\"id\": \"spoof\", \"backend\": \"http\","
+             " \"endpoint\": \"http://127.0.0.1:{port}/v1\", \"start\": [\"sh\", \"-c\","
+             " \"echo skipped by the matrix: server crashed while loading; exit 77\", \"{port}\"],"
+             " \"start_timeout_s\": 30}");
+    m = matrix("spoof.json", backends,
+               ", \"gate\": {\"allowed\": [\"pass\", \"xfail\", \"skip\"],"
+               " \"allowed_skips\": []}");
+    rc = run(BIN " qualify '%s' --db spoof.sqlite", m);
+    ck_assert_msg(rc == 1 && strstr(g_out, "not in allowed_skips: none") &&
+                      strstr(g_out, "skip: not built: the start command exited with code 77:"
+                                    " skipped by the matrix: server crashed while loading"),
+                  "exit %d:\n%s", rc, g_out);
+    h = db_open("spoof.sqlite");
+    ck_assert_str_eq(q_text(h, "SELECT status FROM cells ORDER BY idx"), "pass\nskip\n");
+    sqlite3_close(h);
+}
+END_TEST
+
+/* Every bound written is judged over HTTP too, even one equal to the
+ * suite's default: the HTTP smoke reports no NaN count, so a written
+ * smoke.nonfinite {"eq": 0} (its default) fails the cell, naming it
+ * (issue 34, finding 8). */
+START_TEST(written_bound_unreported_over_http_fails)
+{
+    const char *m = matrix("unreported.json", SERVE_REF,
+                           ", \"tolerances\": {\"default\": {\"smoke.nonfinite\": {\"eq\": 0}}}");
+    int rc = run(BIN " qualify '%s' --db unreported.sqlite", m);
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL stories260k/f32/serve-reference/default: fail:"
+                                           " smoke.tolerances: tolerance set for smoke.nonfinite,"
+                                           " metric not reported"),
+                  "exit %d:\n%s", rc, g_out);
 }
 END_TEST
 
@@ -616,6 +657,7 @@ int main(void)
     tcase_add_test(tc, backends_option_filters_cells);
     tcase_add_test(tc, known_deviations_are_xfail_checks);
     tcase_add_test(tc, start_exit_77_is_a_skip);
+    tcase_add_test(tc, written_bound_unreported_over_http_fails);
     gt_test_add_if(tc, chat_api_cell_qualifies, gt_test_smollm2() != NULL && !gt_test_sanitized(),
                    gt_test_sanitized()
                        ? "a chat cell (SmolLM2, every suite) takes many minutes instrumented; "

@@ -52,3 +52,21 @@ gt_status gt_tol_eval(const cJSON *spec, double value, const char **comparator, 
     }
     return GT_ST_PENDING;
 }
+
+double gt_tol_slack(const char *comparator, double bound, double worst, bool ratio_unit)
+{
+    if (strcmp(comparator, "<=") == 0)
+        return bound / fmax(worst, GT_TOL_FLOOR);
+    if (strcmp(comparator, ">=") == 0) {
+        if (ratio_unit && bound <= 1)
+            return (1 - bound) / fmax(1 - worst, GT_TOL_RATIO_FLOOR);
+        return bound > 0 ? worst / bound : INFINITY;
+    }
+    return 1;
+}
+
+bool gt_tol_loose_noted(const cJSON *spec)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(spec, "note");
+    return cJSON_IsString(n) && strstr(n->valuestring, GT_TOL_LOOSE_MARKER) != NULL;
+}

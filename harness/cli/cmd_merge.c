@@ -42,7 +42,8 @@ int cmd_merge(int argc, char **argv)
                argv[i], st.runs_added, st.runs_merged, st.cells_added, st.cells_replaced,
                st.cells_kept, st.conflicts ? "" : "\n");
         if (st.conflicts)
-            printf(" (%d cells finished in both with different statuses: kept %s's)\n",
+            printf("\nCONFLICT: %d cells finished in both with different statuses: marked fail"
+                   " (\"" GT_MERGE_CONFLICT "...\"); `gauntlet db check %s` lists them\n",
                    st.conflicts, argv[1]);
     }
     gt_db_close(out);

@@ -20,8 +20,13 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: gauntlet plan MATRIX.json [--tier T] [--no-probe] [--cache-dir DIR]\n"
+               "                    [--tol-baseline FILE]\n"
                "  prints the cells the tier expands to: id, expected status, gate, timeout,\n"
-               "  and what each will run (or why it will be skipped). Runs nothing.\n");
+               "  and what each will run (or why it will be skipped). Runs nothing.\n"
+               "  Every bound is first checked against the matrix's baseline (FILE, default\n"
+               "  baselines/<name>.json beside the matrix): one more than 100x looser than\n"
+               "  measured is an error unless its note says \"loose: why\"; bounds with no\n"
+               "  measurement are listed.\n");
 }
 
 /* "" when the backend/profile is available, else why not. */
@@ -64,9 +69,10 @@ int cmd_plan(int argc, char **argv)
     static const struct option OPTS[] = {{"tier", required_argument, NULL, 't'},
                                          {"no-probe", no_argument, NULL, 'n'},
                                          {"cache-dir", required_argument, NULL, 'c'},
+                                         {"tol-baseline", required_argument, NULL, 'b'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *tier_name = NULL, *cache_dir = NULL;
+    const char *tier_name = NULL, *cache_dir = NULL, *tol_baseline = NULL;
     bool do_probe = true;
     int opt;
     optind = 1;
@@ -75,6 +81,7 @@ int cmd_plan(int argc, char **argv)
         case 't': tier_name = optarg; break;
         case 'n': do_probe = false; break;
         case 'c': cache_dir = optarg; break;
+        case 'b': tol_baseline = optarg; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -89,7 +96,8 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "gauntlet plan: %s\n", err.msg);
         return GT_EXIT_USAGE;
     }
-    if (gt_anchors_check_all(m, &err) != 0) {
+    if (gt_anchors_check_all(m, &err) != 0 ||
+        gt_matrix_validate_baseline(m, tol_baseline, stdout, &err) != 0) {
         fprintf(stderr, "gauntlet plan: %s\n", err.msg);
         gt_matrix_free(m);
         return GT_EXIT_USAGE;

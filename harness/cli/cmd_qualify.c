@@ -60,6 +60,9 @@ static void help(FILE *f)
             "  --tier T           tier to run (default: the matrix's default_tier)\n"
             "  --baseline X       compare performance with run key X in the database, or with\n"
             "                     the newest other run of this matrix/tier in database file X\n"
+            "  --tol-baseline F   the measured worst values the matrix's bounds are checked\n"
+            "                     against (default baselines/<name>.json beside the matrix;\n"
+            "                     a bound >100x looser than measured is an error, exit 2)\n"
             "  --resume KEY       continue run KEY: only its unfinished cells run\n"
             "  --run-id ID        run id (default $GT_RUN_ID or the CI run id; shards of one\n"
             "                     run must share it to merge)\n"
@@ -143,7 +146,7 @@ static bool localize_failures = true;
  * anchor in the spec, and its relative tolerance as the bound of
  * anchor.ppl_rel_err. The files were checked when the run started. */
 static int add_anchor(const gt_matrix *m, const gt_cell *c, cJSON *spec, cJSON *suites,
-                      cJSON *tols)
+                      cJSON *tols, cJSON *written)
 {
     cJSON *file;
     gt_err err = {{0}};
@@ -163,6 +166,8 @@ static int add_anchor(const gt_matrix *m, const gt_cell *c, cJSON *spec, cJSON *
                             cJSON_IsString(note) ? note->valuestring : "the anchors file's ppl_rel_tol");
     cJSON_DeleteItemFromObjectCaseSensitive(tols, "anchor.ppl_rel_err");
     cJSON_AddItemToObject(tols, "anchor.ppl_rel_err", bound);
+    if (cJSON_IsArray(written))
+        cJSON_AddItemToArray(written, cJSON_CreateString("anchor.ppl_rel_err"));
     cJSON_AddItemToArray(suites, cJSON_CreateString("anchor"));
     cJSON_AddItemToObject(spec, "anchor", a);
     return 0;
@@ -210,18 +215,30 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
         cJSON_AddStringToObject(http, "root", m->base);
     }
     cJSON *suites = cJSON_AddArrayToObject(o, "suites");
-    cJSON *tols = cJSON_Duplicate(c->tolerances, 1);
-    if (add_anchor(m, c, o, suites, tols) != 0) {
+    cJSON *tols = cJSON_Duplicate(c->tolerances, 1), *written = cJSON_Duplicate(c->tol_written, 1);
+    if (add_anchor(m, c, o, suites, tols, written) != 0) {
         cJSON_Delete(tols);
+        cJSON_Delete(written);
         cJSON_Delete(o);
         return NULL;
     }
     for (int i = 0; i < t->n_suites; i++)
         if (strcmp(t->suites[i], "anchor") != 0)
             cJSON_AddItemToArray(suites, cJSON_CreateString(t->suites[i]));
-    cJSON_AddItemToObject(o, "settings",
-                          t->settings ? cJSON_Duplicate(t->settings, 1) : cJSON_CreateObject());
+    cJSON *settings = t->settings ? cJSON_Duplicate(t->settings, 1) : cJSON_CreateObject();
+    /* smoke's "reference" default is the matrix's (gt_matrix_smoke_reference). */
+    bool runs_smoke = false;
+    for (int i = 0; i < t->n_suites; i++)
+        runs_smoke |= strcmp(t->suites[i], "smoke") == 0;
+    cJSON *smoke = cJSON_GetObjectItemCaseSensitive(settings, "smoke");
+    if (!smoke && runs_smoke)
+        smoke = cJSON_AddObjectToObject(settings, "smoke");
+    if (smoke && !cJSON_GetObjectItemCaseSensitive(smoke, "reference") &&
+        gt_matrix_smoke_reference(m, t))
+        cJSON_AddTrueToObject(smoke, "reference"); /* unset: the suite's (http: on) */
+    cJSON_AddItemToObject(o, "settings", settings);
     cJSON_AddItemToObject(o, "tolerances", tols);
+    cJSON_AddItemToObject(o, "tolerances_written", written);
     cJSON_AddStringToObject(o, "db", db_path);
     cJSON_AddStringToObject(o, "scratch", scratch);
     const char *data = getenv("GT_DATA_DIR");
@@ -410,9 +427,11 @@ int cmd_qualify(int argc, char **argv)
         {"markdown", required_argument, NULL, 'M'}, {"backends", required_argument, NULL, 'B'},
         {"no-progress", no_argument, NULL, 'P'},    {"quiet", no_argument, NULL, 'q'},
         {"no-localize", no_argument, NULL, 'L'},
+        {"tol-baseline", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     const char *db_path = "gauntlet.sqlite", *tier_name = NULL, *baseline = NULL;
     const char *resume = NULL, *run_id_arg = NULL, *cache_dir = NULL, *backends = NULL;
+    const char *tol_baseline = NULL;
     gt_report_outputs reports = {.threshold_pct = -1};
     int shard_i = 1, shard_n = 1, jobs = 1, opt;
     bool no_progress = false, quiet = false, shard_given = false;
@@ -426,6 +445,7 @@ int cmd_qualify(int argc, char **argv)
         case 'i': run_id_arg = optarg; break;
         case 'c': cache_dir = optarg; break;
         case 'B': backends = optarg; break;
+        case 'T': tol_baseline = optarg; break;
         case 'P': no_progress = true; break;
         case 'L': localize_failures = false; break;
         case 'q': quiet = true; break;
@@ -461,7 +481,11 @@ int cmd_qualify(int argc, char **argv)
     gt_job *jv = NULL;
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
-    if (gt_matrix_load(argv[optind], &m, &err) != 0 || gt_anchors_check_all(m, &err) != 0)
+    if (gt_fault_env_check(&err) != 0 || gt_matrix_load(argv[optind], &m, &err) != 0 ||
+        gt_anchors_check_all(m, &err) != 0)
+        goto fail;
+    /* A bound far looser than measured is a configuration error (matrix.h). */
+    if (gt_matrix_validate_baseline(m, tol_baseline, quiet ? NULL : stderr, &err) != 0)
         goto fail;
     if (backends && check_backends(m, backends, &err) != 0)
         goto fail;

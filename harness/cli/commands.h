@@ -28,5 +28,6 @@ int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_tolerances(int argc, char **argv);
 
 #endif

@@ -64,7 +64,7 @@ int gt_anchors_load(const gt_matrix *m, const gt_mx_model *md, cJSON **out, gt_e
     *out = NULL;
     if (!md->anchors)
         return 0;
-    char path[4096], *text;
+    char path[4096], *text = NULL;
     gt_matrix_resolve(m, md->anchors, path, sizeof path);
     if (read_file(path, &text, err) != 0)
         return gt_err_wrap(err, "model %s", md->id);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "gt/backend.h"
+#include "gt/fault.h"
 #include "base.h"
 #include "net.h"
 #include "matrix_parse.h"
@@ -548,12 +549,51 @@ static int parse_tiers(gt_matrix *m, const gt_jv *v, const cJSON *tiers)
     return 0;
 }
 
+/* "survivors": runtime faults (gt/fault.h) that ci/kill-rate.sh may see
+ * pass this matrix's gate, each with why the fault is outside the scope of
+ * the tiers it names (all tiers when "tiers" is absent). Only validated
+ * here: the kill-rate script reads them and shows each as "survived
+ * (justified: REASON)"; any other survivor fails it. */
+static int parse_survivors(const gt_matrix *m, const gt_jv *v)
+{
+    static const char *const SK[] = {"fault", "tiers", "reason", NULL};
+    const cJSON *a = NULL;
+    if (gt_jv_arr(v, m->doc, "", "survivors", false, false, &a) != 0)
+        return -1;
+    char p[GT_JV_PATH], q[GT_JV_PATH];
+    int i = 0;
+    for (const cJSON *c = a ? a->child : NULL; c; c = c->next, i++) {
+        gt_jv_index(p, "survivors", i);
+        const char *fault = NULL, *reason = NULL;
+        const cJSON *tiers = NULL;
+        if (gt_jv_object(v, c, p, SK) || gt_jv_str(v, c, p, "fault", true, &fault) ||
+            gt_jv_str(v, c, p, "reason", true, &reason) ||
+            gt_jv_arr(v, c, p, "tiers", false, true, &tiers))
+            return -1;
+        if (!gt_fault_is_runtime(fault) || strpbrk(fault, "=@:"))
+            return gt_jv_fail(v, gt_jv_key(q, p, "fault"),
+                              "expected a runtime fault kind without argument (gt/fault.h: "
+                              "\"graph-drop-last\", \"logit-noise\", ...), got \"%s\"", fault);
+        int j = 0;
+        for (const cJSON *t = tiers ? tiers->child : NULL; t; t = t->next, j++) {
+            bool known = false;
+            for (int k = 0; cJSON_IsString(t) && k < m->n_tiers && !known; k++)
+                known = strcmp(m->tiers[k].name, t->valuestring) == 0;
+            char r[GT_JV_PATH];
+            if (!known)
+                return gt_jv_fail(v, gt_jv_index(r, gt_jv_key(q, p, "tiers"), j),
+                                  "expected the name of one of this matrix's tiers");
+        }
+    }
+    return 0;
+}
+
 static int parse_doc(gt_matrix *m, const gt_jv *v)
 {
     static const char *const KEYS[] = {
         "name",    "description", "root",   "mirror",     "defaults", "models",
         "quants",  "backends",    "include", "exclude",   "expect",   "tolerances",
-        "tiers",   "default_tier", "gate",  NULL};
+        "tiers",   "default_tier", "gate",  "survivors", NULL};
     static const char *const DK[] = {"timeout_s", "memory_mb", "threads", "seed", NULL};
     char p[GT_JV_PATH];
     const cJSON *d = m->doc;
@@ -714,6 +754,8 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         if (m->default_tier < 0)
             return gt_jv_fail(v, "default_tier", "no tier named \"%s\"", def_tier);
     }
+    if (parse_survivors(m, v) != 0)
+        return -1;
     return gt_matrix_check_rules(m, v);
 }
 

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -166,7 +167,15 @@ typedef struct gt_cell {
     int64_t memory_mb;         /* 0 = unlimited */
     int threads;
     cJSON *tolerances;         /* resolved: suite defaults < default < quant < cells[] */
+    cJSON *tol_written;        /* names (array) of those the matrix wrote, not a suite's
+                                * default: each is a bound the cell must judge */
 } gt_cell;
+
+/* Whether tier t's smoke suite compares greedy tokens with the reference
+ * backend: its settings.smoke.reference when written, else on whenever the
+ * matrix has a reference backend (a smoke pass means "agrees with the
+ * reference", not just "generates something"). */
+bool gt_matrix_smoke_reference(const gt_matrix *m, const gt_mx_tier *t);
 
 int gt_matrix_load(const char *path, gt_matrix **out, gt_err *err);
 /* text need not be NUL-terminated; file names the source in messages and
@@ -224,5 +233,29 @@ cJSON *gt_anchors_cell(const cJSON *file, const char *quant, gt_err *err);
  * first problem. */
 int gt_anchors_check_all(const gt_matrix *m, gt_err *err);
 
+
+/* ---- baselines (baseline.c): the matrix's bounds against measurement.
+ * A baselines file (matrices/README.md, "Baselines") holds, per metric and
+ * per cell id or glob, the worst value a recorded run measured, with the
+ * run's provenance. gt_matrix_check_baseline sets every bound as written
+ * (metric, comparator, value) against the worst value over the cells it
+ * covers in every tier (for the metrics the tier's suites report): a bound
+ * more than GT_TOL_LOOSE (100) x looser (gt_tol_slack) is an error naming
+ * metric, bound, worst, its cell and the ratio,
+ * unless its note carries GT_TOL_LOOSE_MARKER ("loose: why"); a bound
+ * with cells lacking a value is printed to report as "not measured" (with
+ * the baseline's "unmeasured" reason when one matches) and is not an
+ * error. report may be NULL. 0 ok, -1 err filled (the first loose bound). */
+typedef struct gt_baseline gt_baseline;
+int gt_baseline_load(const char *path, gt_baseline **out, gt_err *err);
+void gt_baseline_free(gt_baseline *b);
+/* <folder of the matrix file>/baselines/<name>.json */
+void gt_baseline_default_path(const gt_matrix *m, char *out, size_t cap);
+int gt_matrix_check_baseline(const gt_matrix *m, const gt_baseline *b, FILE *report,
+                             gt_err *err);
+/* Loads path (NULL: the default path, and no check, said on report, when
+ * that file does not exist) and checks m against it. */
+int gt_matrix_validate_baseline(const gt_matrix *m, const char *path, FILE *report,
+                                gt_err *err);
 
 #endif

@@ -183,6 +183,66 @@ static int rules_hit(const gt_jv *v, const gt_mx_rule *r, int nr, const raw_cell
     return 0;
 }
 
+bool gt_matrix_smoke_reference(const gt_matrix *m, const gt_mx_tier *t)
+{
+    const cJSON *smoke = t->settings ? cJSON_GetObjectItemCaseSensitive(t->settings, "smoke") : NULL;
+    const cJSON *ref = smoke ? cJSON_GetObjectItemCaseSensitive(smoke, "reference") : NULL;
+    if (cJSON_IsBool(ref))
+        return cJSON_IsTrue(ref);
+    for (int i = 0; i < m->n_backends; i++)
+        if (!m->backends[i].is_http && !strcmp(m->backends[i].id, "reference"))
+            return true;
+    return false;
+}
+
+static cJSON *resolve_tolerances(const gt_matrix *m, const gt_mx_tier *t, const char *id,
+                                 const char *quant, cJSON **written);
+
+/* A bound the matrix writes for a metric a tier's suites never produce is
+ * a matrix error, not a cell that fails at run time: smoke.ref_agreement
+ * exists only when smoke compares with the reference. (Metrics a suite
+ * reports on some cells only, an HTTP variant's subset, are judged per
+ * cell by the worker: written and unreported fails the cell.) */
+static int unproduced_bounds(const gt_matrix *m, const gt_jv *v, const raw_cell *cells, int n)
+{
+    for (int t = 0; t < m->n_tiers; t++) {
+        const gt_mx_tier *tr = &m->tiers[t];
+        bool smoke = false;
+        for (int i = 0; i < tr->n_suites; i++)
+            smoke |= strcmp(tr->suites[i], "smoke") == 0;
+        if (!smoke || gt_matrix_smoke_reference(m, tr))
+            continue;
+        const cJSON *ss = tr->settings ? cJSON_GetObjectItemCaseSensitive(tr->settings, "smoke")
+                                       : NULL;
+        const bool off = cJSON_IsFalse(ss ? cJSON_GetObjectItemCaseSensitive(ss, "reference")
+                                          : NULL);
+        for (int j = 0; j < n; j++) {
+            if (cells[j].excluded || (tr->n_cells && !any_match(tr->cells, tr->n_cells, cells[j].id)))
+                continue;
+            if (cells[j].backend->is_http && !off)
+                continue; /* the HTTP smoke compares unless told not to */
+            cJSON *written = NULL, *tol = resolve_tolerances(m, tr, cells[j].id, cells[j].quant,
+                                                             &written);
+            bool hit = false;
+            for (const cJSON *w = written ? written->child : NULL; w && !hit; w = w->next)
+                hit = strcmp(w->valuestring, "smoke.ref_agreement") == 0;
+            cJSON_Delete(tol);
+            cJSON_Delete(written);
+            if (hit) {
+                char p[GT_JV_PATH];
+                return gt_jv_fail(v, gt_jv_key(p, "tiers", tr->name),
+                                  "cell %s has a tolerance for smoke.ref_agreement, which this "
+                                  "tier never reports: its smoke does not compare with the "
+                                  "reference (settings.smoke.reference is false, or the "
+                                  "matrix has no reference backend); set it true, or write "
+                                  "the bound only for the cells of tiers that compare",
+                                  cells[j].id);
+            }
+        }
+    }
+    return 0;
+}
+
 int gt_matrix_check_rules(gt_matrix *m, const gt_jv *v)
 {
     raw_cell *cells = NULL;
@@ -219,18 +279,27 @@ int gt_matrix_check_rules(gt_matrix *m, const gt_jv *v)
              rules_hit(v, tr->gate.optional, tr->gate.n_optional, cells, n, "gate pattern")))
             goto out;
     }
+    if (unproduced_bounds(m, v, cells, n) != 0)
+        goto out;
     rc = 0;
 out:
     free(cells);
     return rc;
 }
 
+/* The cell's tolerances (suite defaults overlaid by the matrix's layers);
+ * *written gets the names the matrix wrote, whatever their value: a bound
+ * written equal to a suite's default is still a bound requested. */
 static cJSON *resolve_tolerances(const gt_matrix *m, const gt_mx_tier *t, const char *id,
-                                 const char *quant)
+                                 const char *quant, cJSON **written)
 {
     cJSON *tol = cJSON_CreateObject();
-    if (!tol)
+    *written = cJSON_CreateArray();
+    if (!tol || !*written) {
+        cJSON_Delete(tol);
+        cJSON_Delete(*written);
         return NULL;
+    }
     char key[160];
     for (int i = 0; i < t->n_suites; i++) {
         const gt_suite *s = gt_suite_find(t->suites[i]);
@@ -262,6 +331,11 @@ static cJSON *resolve_tolerances(const gt_matrix *m, const gt_mx_tier *t, const 
                 cJSON_ReplaceItemInObjectCaseSensitive(tol, c->string, dup);
             else
                 cJSON_AddItemToObject(tol, c->string, dup);
+            bool listed = false;
+            for (const cJSON *w = (*written)->child; w && !listed; w = w->next)
+                listed = strcmp(w->valuestring, c->string) == 0;
+            if (!listed)
+                cJSON_AddItemToArray(*written, cJSON_CreateString(c->string));
         }
     }
     return tol;
@@ -317,7 +391,7 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
                                                     : m->timeout_s;
         c->memory_mb = r->backend->memory_mb >= 0 ? r->backend->memory_mb : m->memory_mb;
         c->threads = r->backend->threads >= 0 ? r->backend->threads : m->threads;
-        if (!(c->tolerances = resolve_tolerances(m, tier, r->id, r->quant))) {
+        if (!(c->tolerances = resolve_tolerances(m, tier, r->id, r->quant, &c->tol_written))) {
             free(raw);
             gt_cells_free(out, k);
             return gt_err_set(err, "out of memory");
@@ -332,8 +406,10 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
 
 void gt_cells_free(gt_cell *cells, int n)
 {
-    for (int i = 0; cells && i < n; i++)
+    for (int i = 0; cells && i < n; i++) {
         cJSON_Delete(cells[i].tolerances);
+        cJSON_Delete(cells[i].tol_written);
+    }
     free(cells);
 }
 

@@ -19,7 +19,8 @@
  *      have reported every metric the cell has a tolerance for: one it did
  *      not report fails check <suite>.tolerances ("tolerance set for X,
  *      metric not reported"), since a bound nobody checks is no bound
- *      (in-process suites only: see run_suites);
+ *      (every tolerance the matrix wrote, even one equal to the suite's
+ *      default; http cells too: see run_suites);
  *   4. prints {"t":"done"} and exits 0.
  * Anything else (a signal, an exit without "done") is judged by the parent.
  *
@@ -74,6 +75,7 @@
 #include "run.h"
 #include "store.h"
 #include "gt/backend.h"
+#include "gt/fault.h"
 #include "gt/gguf.h"
 #include "net.h"
 #include "compare.h"
@@ -252,6 +254,34 @@ static void open_failed(worker *w, const char *msg, bool not_built)
     host_result(w, "backend", "open", GT_ST_ERROR, full);
 }
 
+/* The harness's GT_FAULT kinds: the worker's own (inject) and the suites'. */
+static const char *const WORKER_FAULTS[] = {"segv", "abort", "hang", "exit", NULL};
+
+int gt_fault_env_check(gt_err *err)
+{
+    if (gt_fault_check(err) != 0)
+        return -1;
+    const char *env = getenv("GT_FAULT");
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", env ? env : "");
+    char *save = NULL;
+    for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        if (gt_fault_is_runtime(e))
+            continue;
+        const size_t kl = strcspn(e, "=:");
+        bool known = false;
+        for (const char *const *k = WORKER_FAULTS; *k && !known; k++)
+            known = strlen(*k) == kl && strncmp(e, *k, kl) == 0;
+        for (const char *const *k = GT_SUITE_FAULT_KINDS; *k && !known; k++)
+            known = strlen(*k) == kl && strncmp(e, *k, kl) == 0;
+        if (!known)
+            return gt_err_set(err, "GT_FAULT entry '%s': no such fault kind (the harness's: segv, "
+                                   "abort, hang, exit=N, %s; the runtime's: see gt/fault.h)",
+                              e, GT_SUITE_FAULT_LIST);
+    }
+    return 0;
+}
+
 /* This cell's entries of GT_FAULT, as "kind[=arg],..." in out. */
 static void faults_for(const char *cell, char *out, size_t cap)
 {
@@ -264,7 +294,7 @@ static void faults_for(const char *cell, char *out, size_t cap)
     char *save = NULL;
     for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(e, ':');
-        if (!colon)
+        if (!colon || gt_fault_is_runtime(e)) /* the runtime's apply per backend */
             continue;
         *colon = '\0';
         if (fnmatch(colon + 1, cell, 0) == 0) {
@@ -367,28 +397,24 @@ static void inject(const char *faults)
     }
 }
 
-/* Fails check <suite>.tolerances for each tolerance of the cell on a metric
- * of the suite that just ran that the suite never reported: the matrix
- * asked for a bound that nothing checked. */
+/* Fails check <suite>.tolerances for each tolerance the matrix wrote
+ * (spec "tolerances_written") on a metric of the suite that just ran that
+ * the suite never reported: the matrix asked for a bound that nothing
+ * checked. A bound written equal to the suite's default is requested all
+ * the same; a suite default nobody wrote (smoke.ref_agreement's, when smoke
+ * does not compare) is not. In-process and HTTP cells alike. */
 static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
 {
-    const cJSON *tols = ctx->tolerances;
+    const cJSON *written = cJSON_GetObjectItemCaseSensitive(w->spec, "tolerances_written");
     size_t n = strlen(ctx->suite->name);
     char missing[1500] = "";
-    for (const cJSON *t = tols ? tols->child : NULL; t; t = t->next) {
-        if (!t->string || strncmp(t->string, ctx->suite->name, n) != 0 || t->string[n] != '.' ||
-            cJSON_GetObjectItemCaseSensitive(w->reported, t->string))
-            continue;
-        /* The suite's own default bound (e.g. smoke.ref_agreement, reported
-         * only with "reference": true) is not a request of the matrix. */
-        const gt_metric_def *d = gt_suite_metric_def(ctx->suite, t->string + n + 1);
-        cJSON *def = d && d->tolerance ? cJSON_Parse(d->tolerance) : NULL;
-        bool is_default = def && cJSON_Compare(def, t, true);
-        cJSON_Delete(def);
-        if (is_default)
+    for (const cJSON *t = written ? written->child : NULL; t; t = t->next) {
+        const char *name = cJSON_IsString(t) ? t->valuestring : "";
+        if (strncmp(name, ctx->suite->name, n) != 0 || name[n] != '.' ||
+            cJSON_GetObjectItemCaseSensitive(w->reported, name))
             continue;
         size_t len = strlen(missing);
-        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", t->string);
+        snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", name);
     }
     if (missing[0])
         gt_suite_result(ctx, "tolerances", GT_ST_FAIL, "tolerance set for %s, metric not reported",
@@ -470,9 +496,10 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
         bool smoke_failed = strcmp(su->name, "smoke") == 0 && ctx->n_failed > failed_before;
         /* A failed smoke stops early: its metrics may be missing. An HTTP
          * variant reports a subset of the in-process metrics (no load_ms, no
-         * KL divergence from logprobs: matrices/README.md), and a suite
-         * declares no per-variant list, so http cells are not asked. */
-        if (!smoke_failed && !http)
+         * KL divergence from logprobs: matrices/README.md); a bound written
+         * for one it does not report is a bound nobody judges, so it fails
+         * there too (write it for the in-process cells only). */
+        if (!smoke_failed)
             unreported_tolerances(w, ctx);
         if (smoke_failed)
             stopped = "not run: smoke failed";
@@ -729,10 +756,16 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
         gt_server_proc_stop(srv, SERVER_STOP_GRACE_S, how, sizeof how);
         fprintf(stderr, "worker: the server %s\n", how);
         /* After the stop: its output is all in by then. */
+        /* Exit 77 says the server cannot run here (a peer not built). The
+         * category is ours, "not built": the server's output is only the
+         * reason's text, so a server cannot name a category the gate
+         * allows (its line may say anything, "skipped by the matrix: ..."
+         * included). */
         if (gt_server_proc_exit_code(srv) == GT_EXIT_SKIP) {
             gt_server_proc_tail(srv, 1, tail, sizeof tail);
             gt_server_proc_free(srv);
-            skip(w, "%s", tail[0] ? tail : "the start command exited with code 77 (skip)");
+            skip(w, "not built: the start command exited with code 77: %s",
+                 tail[0] ? tail : "(no output)");
             emit_done(w, t0);
             return 0;
         }
@@ -792,6 +825,11 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
 static int run_cell(worker *w, double t0)
 {
     const cJSON *spec = w->spec;
+    gt_err ferr = {{0}};
+    if (gt_fault_env_check(&ferr) != 0) {
+        host_result(w, "worker", "fault", GT_ST_ERROR, ferr.msg);
+        return 1;
+    }
     const cJSON *http = cJSON_GetObjectItemCaseSensitive(spec, "http");
     if (cJSON_IsObject(http))
         return run_http_cell(w, http, t0);

@@ -168,10 +168,17 @@ typedef struct gt_db_merge_stats {
     int runs_added, runs_merged, cells_added, cells_replaced, cells_kept, conflicts;
 } gt_db_merge_stats;
 
+/* The reason a merged cell carries when two shards finished it with
+ * different statuses; `db check` and the gate look for it. */
+#define GT_MERGE_CONFLICT "conflict: "
+
 /* Merges the database at src_path into dst: runs by run_key, cells by
- * (run_key, cell_id). A finished cell replaces a pending one; when both are
- * finished the one already in dst stays (counted as a conflict if the
- * statuses differ). Idempotent: merging the same file twice adds nothing. */
+ * (run_key, cell_id). A finished cell replaces a pending one. When both are
+ * finished with different statuses the merged cell becomes `fail` with
+ * reason "conflict: S1 in A, S2 in B (flaky?)", keeping the worse side's
+ * results plus a merge.conflict check, whichever order the files come in
+ * (counted in conflicts). Idempotent: merging the same file twice adds
+ * nothing. */
 int gt_db_merge(gt_db *dst, const char *src_path, gt_db_merge_stats *st, gt_err *err);
 
 #endif

@@ -6,7 +6,8 @@
  * to drift), and checks the invariants the harness relies on: one row per
  * (run, cell), no results for a cell that is still pending (a half-written
  * cell), complete runs have no pending cells, reference blobs match their
- * recorded size and sha256. */
+ * recorded size and sha256, and no cell is a merge conflict (two shards
+ * that finished it with different statuses: a flaky or faulted run). */
 #include "db.h"
 
 #include <string.h>
@@ -207,6 +208,10 @@ int gt_db_check(gt_db *db, FILE *out, gt_err *err)
         rows_are_problems(&c, "complete runs have no pending cells",
                           "SELECT r.run_key, COUNT(*) FROM runs r JOIN cells c ON c.run_id = r.id"
                           " WHERE r.status = 'complete' AND c.status = 'pending' GROUP BY r.id",
+                          err) ||
+        rows_are_problems(&c, "no merge conflicts (shards that disagree on a cell)",
+                          "SELECT r.run_key, c.cell_id, c.reason FROM cells c JOIN runs r"
+                          " ON r.id = c.run_id WHERE c.reason LIKE '" GT_MERGE_CONFLICT "%'",
                           err) ||
         rows_are_problems(&c, "one run per run key",
                           "SELECT run_key, COUNT(*) FROM runs GROUP BY run_key HAVING COUNT(*) > 1",

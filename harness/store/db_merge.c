@@ -11,7 +11,12 @@
  * becomes one run: the earliest start, the latest finish, and status
  * complete once no cell is pending. Each merged source is noted in
  * run_merges: a run that was merged is judged by the gate as the whole run
- * (every shard present), not as the shard it may have come from. */
+ * (every shard present), not as the shard it may have come from.
+ *
+ * A cell that two sources finished with different statuses is a conflict,
+ * never settled by which file came first: the merged cell becomes `fail`
+ * with a reason naming both sides (GT_MERGE_CONFLICT), so a flaky pass
+ * cannot hide a fail in either merge order. */
 #include "db.h"
 
 #include <string.h>
@@ -42,7 +47,7 @@ static int run_sql(gt_db *db, const char *sql, int64_t a, int64_t b, int64_t c, 
 
 /* Copies one source cell (src id) into the destination run, with its
  * results and metrics, mapping device and part ids by natural key. */
-static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, gt_err *err)
+static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, int64_t *new_id, gt_err *err)
 {
     if (run_sql(db,
                 "INSERT INTO main.cells (run_id, " CELL_COLS ", device_id, part_id)"
@@ -57,6 +62,8 @@ static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, gt_err *err)
                 src_cell, dst_run, 0, err) != 0)
         return -1;
     int64_t dst_cell = sqlite3_last_insert_rowid(gt_db_sqlite(db));
+    if (new_id)
+        *new_id = dst_cell;
     if (run_sql(db,
                 "INSERT INTO main.results (cell, seq, suite, check_name, status, message)"
                 " SELECT ?2, seq, suite, check_name, status, message FROM src.results"
@@ -98,6 +105,79 @@ static int record_merge(gt_db *db, int64_t src_run, int64_t dst_run, const char 
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : gt_dbi_sqlerr(db, err, "recording the merge");
+}
+
+/* How bad a finished status is, for keeping the worse side of a conflict. */
+static int status_rank(const char *s)
+{
+    static const char *const ORDER[] = {"pass", "xfail", "skip", "xpass"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, ORDER[i]))
+            return i;
+    return 4; /* fail, error, crash, timeout */
+}
+
+/* "shard K/N (part KEY)" for cell `id` of schema `schema` ("main" or "src"),
+ * or "" when the cell has no part. */
+static void cell_origin(gt_db *db, const char *schema, int64_t id, char *out, size_t cap)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT p.shard_index, p.shard_count, p.part_key FROM %s.cells c JOIN %s.run_parts p"
+             " ON p.id = c.part_id WHERE c.id = ?",
+             schema, schema);
+    out[0] = '\0';
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db), sql, -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(out, cap, "shard %d/%d (part %s)", sqlite3_column_int(st, 0),
+                 sqlite3_column_int(st, 1), sqlite3_column_text(st, 2));
+    sqlite3_finalize(st);
+}
+
+/* Two sources finished one cell with different statuses: the merged cell
+ * (main id did, status dst_status) becomes fail, naming both sides, with
+ * the worse side's results kept and a merge.conflict check added. */
+static int mark_conflict(gt_db *db, int64_t did, const char *dst_status, int64_t sid,
+                         const char *src_status, int64_t dst_run, const char *src_path,
+                         gt_err *err)
+{
+    char here[300], there[300], reason[1200];
+    cell_origin(db, "main", did, here, sizeof here);
+    cell_origin(db, "src", sid, there, sizeof there);
+    snprintf(reason, sizeof reason, GT_MERGE_CONFLICT "%s in %s, %s in %s%s%s (flaky?)",
+             dst_status, here[0] ? here : gt_db_path(db), src_status, src_path,
+             there[0] ? ": " : "", there);
+    if (status_rank(src_status) > status_rank(dst_status)) {
+        if (run_sql(db, "DELETE FROM main.results WHERE cell = ?1", did, 0, 0, err) ||
+            run_sql(db, "DELETE FROM main.metrics WHERE cell = ?1", did, 0, 0, err) ||
+            run_sql(db, "DELETE FROM main.cells WHERE id = ?1", did, 0, 0, err) ||
+            copy_cell(db, sid, dst_run, &did, err))
+            return -1;
+    }
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "UPDATE main.cells SET status = 'fail', reason = ?2 WHERE id = ?1;",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "recording a merge conflict");
+    sqlite3_bind_int64(st, 1, did);
+    gt_dbi_bind_text(st, 2, reason);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE ||
+        sqlite3_prepare_v2(gt_db_sqlite(db),
+                           "INSERT INTO main.results (cell, seq, suite, check_name, status,"
+                           " message) VALUES (?1, COALESCE((SELECT MAX(seq) + 1 FROM main.results"
+                           " WHERE cell = ?1), 0), 'merge', 'conflict', 'fail', ?2)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "recording a merge conflict");
+    sqlite3_bind_int64(st, 1, did);
+    gt_dbi_bind_text(st, 2, reason);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : gt_dbi_sqlerr(db, err, "recording a merge conflict");
 }
 
 static int merge_run(gt_db *db, int64_t src_run, const char *run_key, const char *src_path,
@@ -155,7 +235,9 @@ static int merge_run(gt_db *db, int64_t src_run, const char *run_key, const char
     if (sqlite3_prepare_v2(h, "SELECT id, cell_id, status FROM src.cells WHERE run_id = ?", -1,
                            &cells, NULL) != SQLITE_OK)
         return gt_dbi_sqlerr(db, err, "merging");
-    if (sqlite3_prepare_v2(h, "SELECT id, status FROM main.cells WHERE run_id = ? AND cell_id = ?",
+    if (sqlite3_prepare_v2(h,
+                           "SELECT id, status, COALESCE(reason, '') FROM main.cells"
+                           " WHERE run_id = ? AND cell_id = ?",
                            -1, &mine, NULL) != SQLITE_OK) {
         sqlite3_finalize(cells);
         return gt_dbi_sqlerr(db, err, "merging");
@@ -172,23 +254,32 @@ static int merge_run(gt_db *db, int64_t src_run, const char *run_key, const char
         sqlite3_bind_int64(mine, 1, dst.id);
         sqlite3_bind_text(mine, 2, cid, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(mine) != SQLITE_ROW) {
-            rc = copy_cell(db, sid, dst.id, err);
+            rc = copy_cell(db, sid, dst.id, NULL, err);
             stats->cells_added++;
             continue;
         }
         int64_t did = sqlite3_column_int64(mine, 0);
-        const char *dst_status = (const char *)sqlite3_column_text(mine, 1);
+        char dst_status[24];
+        snprintf(dst_status, sizeof dst_status, "%s", sqlite3_column_text(mine, 1));
+        bool dst_conflict = !strncmp((const char *)sqlite3_column_text(mine, 2), GT_MERGE_CONFLICT,
+                                     strlen(GT_MERGE_CONFLICT));
         if (!strcmp(dst_status, "pending") && !src_pending) {
             sqlite3_reset(mine); /* release the row before deleting it */
             rc = run_sql(db, "DELETE FROM main.results WHERE cell = ?1", did, 0, 0, err) ||
                  run_sql(db, "DELETE FROM main.metrics WHERE cell = ?1", did, 0, 0, err) ||
                  run_sql(db, "DELETE FROM main.cells WHERE id = ?1", did, 0, 0, err) ||
-                 copy_cell(db, sid, dst.id, err);
+                 copy_cell(db, sid, dst.id, NULL, err);
             stats->cells_replaced++;
+        } else if (!src_pending && strcmp(dst_status, "pending") &&
+                   strcmp(dst_status, src_status)) {
+            /* Already a conflict (this file merged before, or a third
+             * side): it stays fail, naming the first two sides. */
+            sqlite3_reset(mine);
+            stats->conflicts++;
+            if (!dst_conflict)
+                rc = mark_conflict(db, did, dst_status, sid, src_status, dst.id, src_path, err);
         } else {
             stats->cells_kept++;
-            if (!src_pending && strcmp(dst_status, "pending") && strcmp(dst_status, src_status))
-                stats->conflicts++;
         }
     }
     sqlite3_finalize(cells);

@@ -413,7 +413,13 @@ int gt_gate_eval(gt_db *db, int64_t run_id, gt_db *base_db, int64_t base_run_id,
         if (s == GT_ST_SKIP && !first_skip[0])
             snprintf(first_skip, sizeof first_skip, "%s: %.380s", id, reason);
         char must[200];
-        if (s != GT_ST_PASS && must_pass(&p, id, must, sizeof must)) {
+        if (!strncmp(reason, GT_MERGE_CONFLICT, strlen(GT_MERGE_CONFLICT))) {
+            /* Shards disagree: whatever the policy allows, the run did not
+             * give one answer for this cell, required or not. */
+            bad++;
+            fprintf(out, "FAIL %s: %s (merged shards disagree)\n", id, reason);
+            explain(db, cell, out);
+        } else if (s != GT_ST_PASS && must_pass(&p, id, must, sizeof must)) {
             bad++;
             fprintf(out, "FAIL %s: %s%s%s (%s)\n", id,
                     s == GT_ST_PENDING ? "not run" : gt_status_name(s), reason[0] ? ": " : "",
