@@ -61,6 +61,9 @@ static void help(FILE *f)
             "  --tolerance-note S  why that tolerance (written with it)\n"
             "  --cache-dir DIR     artifact cache (default as qualify)\n"
             "  --threads N         for llama.cpp (default 2)\n"
+            "  --into FILE         write FILE instead of printing: the quants measured now\n"
+            "                      replace FILE's, its other quants are kept (same text,\n"
+            "                      n_ctx and chunks required)\n"
             "exit: 0 printed, 1 a tool failed, 2 usage\n");
 }
 
@@ -297,6 +300,32 @@ static cJSON *measure_greedy(const peer *p, const char *model, const char *const
     return list;
 }
 
+/* --into: the quants of the existing file that were not measured now. */
+static int keep_old_quants(const char *path, cJSON *out, gt_err *err)
+{
+    char *text = slurp(path);
+    if (!text)
+        return 0; /* a new file */
+    cJSON *old = cJSON_Parse(text);
+    free(text);
+    static const char *const SAME[] = {"model", "text", "n_ctx", "chunks", NULL};
+    for (int i = 0; SAME[i]; i++)
+        if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(old, SAME[i]),
+                           cJSON_GetObjectItemCaseSensitive(out, SAME[i]), true)) {
+            cJSON_Delete(old);
+            return gt_err_set(err, "%s: its \"%s\" differs from this measurement's; measure every "
+                                   "quant again into a new file",
+                              path, SAME[i]);
+        }
+    cJSON *qs = cJSON_GetObjectItemCaseSensitive(out, "quants");
+    const cJSON *oq = cJSON_GetObjectItemCaseSensitive(old, "quants");
+    for (const cJSON *e = oq ? oq->child : NULL; e; e = e->next)
+        if (!cJSON_GetObjectItemCaseSensitive(qs, e->string))
+            cJSON_AddItemToObject(qs, e->string, cJSON_Duplicate(e, 1));
+    cJSON_Delete(old);
+    return 0;
+}
+
 int cmd_anchors(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -306,9 +335,10 @@ int cmd_anchors(int argc, char **argv)
         {"ppl-rel-tol", required_argument, NULL, 'r'},
         {"tolerance-note", required_argument, NULL, 'N'},
         {"cache-dir", required_argument, NULL, 'C'}, {"threads", required_argument, NULL, 'T'},
+        {"into", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
     peer p = {.n_ctx = 128, .chunks = 2, .n_predict = 32, .threads = 2, .near_tie = 0.5};
-    const char *quants = NULL, *cache_dir = NULL, *note = NULL;
+    const char *quants = NULL, *cache_dir = NULL, *note = NULL, *into = NULL;
     double rel_tol = 0.01;
     int c;
     optind = 1;
@@ -334,6 +364,7 @@ int cmd_anchors(int argc, char **argv)
         case 'N': note = optarg; break;
         case 'C': cache_dir = optarg; break;
         case 'T': p.threads = atoi(optarg); break;
+        case 'I': into = optarg; break;
         case 'h': help(stdout); return 0;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -436,8 +467,24 @@ int cmd_anchors(int argc, char **argv)
         cJSON_AddItemToObject(e, "greedy", g);
         fprintf(stderr, "gauntlet anchors: %s %s: ppl %.4f\n", md->id, q, ppl);
     }
+    if (into && keep_old_quants(into, out, &err) != 0)
+        goto fail;
     char *s = cJSON_Print(out);
-    printf("%s\n", s);
+    if (into) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", into);
+        FILE *f = fopen(tmp, "w");
+        bool ok = f && fprintf(f, "%s\n", s) > 0;
+        ok = f && fclose(f) == 0 && ok && rename(tmp, into) == 0;
+        if (!ok) {
+            free(s);
+            gt_err_set(&err, "cannot write %s", into);
+            goto fail;
+        }
+        fprintf(stderr, "gauntlet anchors: wrote %s\n", into);
+    } else {
+        printf("%s\n", s);
+    }
     free(s);
     rc = 0;
     goto done;
