@@ -7,16 +7,20 @@
  * server generates: each prompt of the prompt set (those that fit a context
  * of 512 with the generation, as the greedy check) is one completion of
  * decode_tokens (>= 64, default 64) tokens at temperature 0 with logprobs.
- * Token ids never cross the wire: each generated token is found in the
- * vocabulary by its name (http_wellformed.c; among tokens of the same name,
- * the one the reference ranks highest).
+ * Token ids are not part of the API: each generated token is found in the
+ * vocabulary by its name (http_wellformed.c: its bytes when the reply gives
+ * them, else its text). Where several tokens share a name (every byte token
+ * that is not UTF-8 on its own is "\ufffd" as text), the reply's
+ * "token_ids" (an extension `gauntlet serve` gives) picks among them, else
+ * the one the reference ranks highest.
  *   - greedy: the server's tokens against the reference's greedy
  *     continuation (cached as the greedy check's): decode_greedy_match,
  *     decode_first_div, as greedy_match / greedy_first_div;
- *   - teacher-forced: the reference backend evaluates the prompt and then
- *     the server's own tokens one at a time, so every position the server
- *     generated has the reference's distribution on the same prefix, past
- *     any divergence. The check "decode" fails where the server's token is
+ *   - teacher-forced: the reference backend evaluates the prompt and the
+ *     server's own tokens (as a batch: its prefill path, which a fault in
+ *     the decode path of every backend leaves alone), so every position the
+ *     server generated has the reference's distribution on the same prefix,
+ *     past any divergence. The check "decode" fails where the server's token is
  *     not the reference's argmax and not a near-tie (the reference's logprob
  *     of it within tie_margin of its top, default 0.1 nats: float noise
  *     flips near-ties, which is no bug), and where the server stops early
@@ -25,7 +29,7 @@
  *     decode_drift_top1, decode_drift_kld_mean/max,
  *     decode_logprob_max_abs_diff, judged by the matrix's tolerances.
  * The teacher-forced reference depends on the server's text, so it is not
- * cached: prompts x decode_tokens single-token evaluations per cell. */
+ * cached: one batch per prompt (more where token names are ambiguous). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +51,11 @@ typedef struct dec {
     const gt_model *m;
     const gt_ha_vocab *v;
     gt_session *s;
-    float *x;          /* the reference's logits at the current position */
-    double *lp;        /* their log-softmax */
+    float *x;          /* the reference's logits, a row per position of one prompt */
+    size_t x_rows;
+    double *lp;        /* one row's log-softmax */
+    int32_t *seq;      /* the prompt and the server's tokens (DECODE_N_CTX) */
+    int32_t *cand;     /* the ids of one token name (n_vocab) */
     int n_vocab, n_dec;
     double margin;
     gt_ha_sum sum;
@@ -84,9 +91,48 @@ static bool is_end(const dec *d, int32_t id)
            (id >= 0 && id == gt_hc_turn_end(d->t, d->m));
 }
 
+/* The id of generated token k by its name: unambiguous, or picked by the
+ * reply's token_ids among the tokens of that name; -2 when several tokens
+ * share the name and nothing picks one (see resolve_by_ref), -1 when no
+ * token has it. */
+static int32_t token_id(dec *d, const gt_hc_completion *cr, int k)
+{
+    gt_hc_alt own;
+    if (gt_hc_token(cr->logprobs, k, &own) != 0)
+        return -1;
+    int nc = gt_ha_vocab_ids(d->v, &own, d->cand, d->n_vocab);
+    if (nc <= 0)
+        return -1;
+    if (nc == 1)
+        return d->cand[0];
+    const cJSON *tid =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cr->logprobs, "token_ids"), k);
+    for (int q = 0; q < nc && q < d->n_vocab; q++)
+        if (cJSON_IsNumber(tid) && tid->valuedouble == d->cand[q])
+            return d->cand[q];
+    return -2;
+}
+
+/* Among the tokens named as token k, the one the reference ranks highest
+ * on the logits row x. */
+static int32_t resolve_by_ref(dec *d, const gt_hc_completion *cr, int k, const float *x)
+{
+    gt_hc_alt own;
+    gt_hc_token(cr->logprobs, k, &own);
+    int nc = gt_ha_vocab_ids(d->v, &own, d->cand, d->n_vocab);
+    int32_t id = -1;
+    for (int q = 0; q < nc && q < d->n_vocab; q++)
+        if (id < 0 || x[d->cand[q]] > x[id])
+            id = d->cand[q];
+    return id;
+}
+
 /* Scores one reply: prompt ids[0..np), the server's logprobs, the
- * reference's greedy tokens ref[0..n_dec). 1 when the reply is unusable
- * (why set), 0 when scored, -1 with err. */
+ * reference's greedy tokens ref[0..n_dec). The reference is teacher-forced
+ * in batches (its prefill path, so a fault of the decode path on every
+ * backend does not reach it), cut only where a token's name is ambiguous
+ * and its logits must pick it. 1 when the reply is unusable (why set), 0
+ * when scored, -1 with err. */
 static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_hc_completion *cr,
                  const int32_t *ref, char *why, size_t why_cap, gt_err *err)
 {
@@ -98,30 +144,52 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
                  pid, n_got, cr->finish, d->n_dec);
         return 1;
     }
-    if (gt_session_truncate(d->s, 0, err) != 0 ||
-        gt_session_eval(d->s, ids, np, false, d->x, err) != 0)
-        return gt_err_wrap(err, "reference backend, prompt %s", pid);
-    int kk = d->n_vocab < GT_HA_TOPN ? d->n_vocab : GT_HA_TOPN, same = 0;
-    bool diverged = false;
-    gt_hc_alt alt[64], own;
+    /* seq: the prompt, then the server's tokens; row r of d->x predicts
+     * seq[r + 1]. */
+    int n = np + n_got;
+    memcpy(d->seq, ids, (size_t)np * sizeof *d->seq);
     for (int k = 0; k < n_got; k++) {
-        gt_log_softmax(d->x, d->n_vocab, d->lp);
-        int32_t a = gt_argmax(d->x, d->n_vocab), cand[16], id = -1;
-        int nc = gt_hc_token(cr->logprobs, k, &own) == 0 ? gt_ha_vocab_ids(d->v, &own, cand, 16)
-                                                          : -1;
-        for (int q = 0; q < nc && q < 16; q++)
-            if (id < 0 || d->x[cand[q]] > d->x[id])
-                id = cand[q];
-        if (id < 0) {
+        d->seq[np + k] = token_id(d, cr, k);
+        if (d->seq[np + k] == -1) {
+            gt_hc_alt own = {0};
             char qt[80];
+            gt_hc_token(cr->logprobs, k, &own);
             gt_hc_quote(own.text ? own.text : "(none)", qt, sizeof qt);
             snprintf(why, why_cap, "prompt %s token %d: the generated token \"%s\" is no token "
                                    "of the vocabulary, so the reference cannot follow it",
                      pid, k, qt);
             return 1;
         }
+    }
+    if ((size_t)n > d->x_rows) {
+        float *x = realloc(d->x, (size_t)n * (size_t)d->n_vocab * sizeof *x);
+        if (!x)
+            return gt_err_set(err, "out of memory");
+        d->x = x;
+        d->x_rows = (size_t)n;
+    }
+    if (gt_session_truncate(d->s, 0, err) != 0)
+        return -1;
+    for (int at = 0; at < n;) {
+        int end = at + 1;
+        while (end < n && d->seq[end] != -2)
+            end++;
+        if (gt_session_eval(d->s, d->seq + at, end - at, true, d->x + (size_t)at * d->n_vocab,
+                            err) != 0)
+            return gt_err_wrap(err, "reference backend, prompt %s", pid);
+        if (end < n)
+            d->seq[end] = resolve_by_ref(d, cr, end - np, d->x + (size_t)(end - 1) * d->n_vocab);
+        at = end;
+    }
+    int kk = d->n_vocab < GT_HA_TOPN ? d->n_vocab : GT_HA_TOPN, same = 0;
+    bool diverged = false;
+    gt_hc_alt alt[64];
+    for (int k = 0; k < n_got; k++) {
+        const float *x = d->x + (size_t)(np + k - 1) * d->n_vocab;
+        gt_log_softmax(x, d->n_vocab, d->lp);
+        int32_t a = gt_argmax(x, d->n_vocab), id = d->seq[np + k];
         gt_ha_ref r = {.argmax = a, .correct = id, .lp = (float)d->lp[id]};
-        gt_top_k(d->x, d->n_vocab, kk, r.top_id);
+        gt_top_k(x, d->n_vocab, kk, r.top_id);
         for (int q = 0; q < GT_HA_TOPN; q++) {
             r.top_id[q] = q < kk ? r.top_id[q] : -1;
             r.top_lp[q] = q < kk ? (float)d->lp[r.top_id[q]] : -INFINITY;
@@ -139,16 +207,12 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
             same += !diverged;
         }
         d->positions++;
-        if (k + 1 < n_got || stopped) {
-            int32_t next = id;
-            if (gt_session_eval(d->s, &next, 1, false, d->x, err) != 0)
-                return gt_err_wrap(err, "reference backend, prompt %s token %d", pid, k);
-        }
     }
     if (stopped && n_got < d->n_dec) {
         /* The server ended here: the reference must end too, or nearly. */
-        gt_log_softmax(d->x, d->n_vocab, d->lp);
-        int32_t a = gt_argmax(d->x, d->n_vocab), eos = gt_tokenizer_eos(gt_model_tokenizer(d->m));
+        const float *x = d->x + (size_t)(n - 1) * d->n_vocab;
+        gt_log_softmax(x, d->n_vocab, d->lp);
+        int32_t a = gt_argmax(x, d->n_vocab), eos = gt_tokenizer_eos(gt_model_tokenizer(d->m));
         int32_t te = gt_hc_turn_end(d->t, d->m), end = eos;
         if (te >= 0 && (eos < 0 || d->lp[te] > d->lp[eos]))
             end = te;
@@ -187,11 +251,12 @@ int gt_ha_decode(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const gt_ha
         return -1;
     const char **prompts = malloc((size_t)ps.n * sizeof *prompts + 1);
     int32_t *ids = malloc(DECODE_N_CTX * sizeof *ids), *ref = NULL;
-    d.x = malloc((size_t)d.n_vocab * sizeof *d.x);
+    d.seq = malloc(DECODE_N_CTX * sizeof *d.seq);
     d.lp = malloc((size_t)d.n_vocab * sizeof *d.lp);
+    d.cand = malloc((size_t)d.n_vocab * sizeof *d.cand);
     gt_backend *rb = NULL;
     int rc = -1;
-    if (!prompts || !ids || !d.x || !d.lp) {
+    if (!prompts || !ids || !d.lp || !d.cand || !d.seq) {
         gt_err_set(err, "out of memory");
         goto out;
     }
@@ -286,6 +351,8 @@ out:
     free(ref);
     free(d.x);
     free(d.lp);
+    free(d.cand);
+    free(d.seq);
     gt_promptset_free(&ps);
     return rc;
 }
