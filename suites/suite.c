@@ -13,6 +13,7 @@
 #include "numerics.h"
 #include "refkey.h"
 #include "base.h"
+#include "gt/fault.h"
 
 #ifndef GT_VERSION
 #define GT_VERSION "0.0.0"
@@ -120,6 +121,9 @@ const char *gt_suite_str(const gt_suite_ctx *c, const char *name, const char *de
     return cJSON_IsString(n) ? n->valuestring : def;
 }
 
+const char *const GT_SUITE_FAULT_KINDS[] = {"perturb-logits", "nan-logits", "nondeterministic",
+                                              "leak", NULL};
+
 bool gt_suite_fault(const gt_suite_ctx *c, const char *kind, double *arg)
 {
     size_t kl = strlen(kind);
@@ -147,8 +151,13 @@ int gt_suite_model(gt_suite_ctx *c, gt_model **out, gt_err *err)
 void gt_suite_ref_key(const gt_suite_ctx *c, const char *kind, const char *data_hash,
                       const char *settings, char key[65])
 {
-    /* The versions of the oracle are part of the key (refkey.h). */
-    gt_ref_key(kind, c->model_sha256, c->quant, data_hash, settings, GT_VERSION,
+    /* The versions of the oracle are part of the key (refkey.h), and so are
+     * the runtime faults on the reference (gt/fault.h): a faulted reference
+     * is another oracle, never served to a clean run. */
+    const char *fault = gt_fault_active("reference");
+    char version[600];
+    snprintf(version, sizeof version, "%s%s%s", GT_VERSION, fault[0] ? "+fault:" : "", fault);
+    gt_ref_key(kind, c->model_sha256, c->quant, data_hash, settings, version,
                GT_NUMERICS_VERSION, key);
 }
 

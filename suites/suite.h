@@ -48,7 +48,8 @@
  * Fault injection (tests only): GT_FAULT="kind[=arg]:cell-glob,..." in the
  * environment. The worker itself handles segv, abort, hang and exit; a
  * suite asks gt_suite_fault(ctx, "perturb-logits", &arg) for its own kinds
- * (perturb-logits=X, leak=N, nondeterministic, ...). *
+ * (GT_SUITE_FAULT_KINDS). The runtime's kinds (gt/fault.h: logit-scale=X,
+ * graph-drop-last, ...) take no cell glob and apply inside the runtime. *
  * This is the face of suites/: the harness sees suites only through it, and
  * the suites see nothing of the harness but base (statuses, tolerances,
  * hashes) and net (the HTTP client the http variants speak through).
@@ -197,6 +198,10 @@ double gt_suite_num(const gt_suite_ctx *c, const char *name, double def);
 bool gt_suite_bool(const gt_suite_ctx *c, const char *name, bool def);
 const char *gt_suite_str(const gt_suite_ctx *c, const char *name, const char *def);
 
+/* The kinds suites ask gt_suite_fault for (NULL-terminated), and the same
+ * as one line for messages: a GT_FAULT kind nobody knows is refused. */
+extern const char *const GT_SUITE_FAULT_KINDS[];
+#define GT_SUITE_FAULT_LIST "perturb-logits=X, nan-logits=STEP, nondeterministic, leak=N"
 /* Whether GT_FAULT asks for kind in this cell; *arg gets "=X" (0 if none). */
 bool gt_suite_fault(const gt_suite_ctx *c, const char *kind, double *arg);
 

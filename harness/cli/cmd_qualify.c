@@ -425,7 +425,7 @@ int cmd_qualify(int argc, char **argv)
     gt_job *jv = NULL;
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
-    if (gt_matrix_load(argv[optind], &m, &err) != 0)
+    if (gt_fault_env_check(&err) != 0 || gt_matrix_load(argv[optind], &m, &err) != 0)
         goto fail;
     if (backends && check_backends(m, backends, &err) != 0)
         goto fail;

@@ -19,5 +19,9 @@
 /* `gauntlet worker` (internal): runs one cell whose plan is read from
  * stdin and reports on the result pipe; returns the process exit code. */
 int gt_worker_main(int argc, char **argv);
+/* Every GT_FAULT entry is a kind the runtime (gt/fault.h) or the harness
+ * (the worker's segv, abort, hang, exit=N; the suites' GT_SUITE_FAULT_KINDS)
+ * knows, well-formed; else -1 naming the entry. */
+int gt_fault_env_check(gt_err *err);
 
 #endif

@@ -74,6 +74,7 @@
 #include "run.h"
 #include "store.h"
 #include "gt/backend.h"
+#include "gt/fault.h"
 #include "gt/gguf.h"
 #include "net.h"
 #include "compare.h"
@@ -252,6 +253,34 @@ static void open_failed(worker *w, const char *msg, bool not_built)
     host_result(w, "backend", "open", GT_ST_ERROR, full);
 }
 
+/* The harness's GT_FAULT kinds: the worker's own (inject) and the suites'. */
+static const char *const WORKER_FAULTS[] = {"segv", "abort", "hang", "exit", NULL};
+
+int gt_fault_env_check(gt_err *err)
+{
+    if (gt_fault_check(err) != 0)
+        return -1;
+    const char *env = getenv("GT_FAULT");
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", env ? env : "");
+    char *save = NULL;
+    for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        if (gt_fault_is_runtime(e))
+            continue;
+        const size_t kl = strcspn(e, "=:");
+        bool known = false;
+        for (const char *const *k = WORKER_FAULTS; *k && !known; k++)
+            known = strlen(*k) == kl && strncmp(e, *k, kl) == 0;
+        for (const char *const *k = GT_SUITE_FAULT_KINDS; *k && !known; k++)
+            known = strlen(*k) == kl && strncmp(e, *k, kl) == 0;
+        if (!known)
+            return gt_err_set(err, "GT_FAULT entry '%s': no such fault kind (the harness's: segv, "
+                                   "abort, hang, exit=N, %s; the runtime's: see gt/fault.h)",
+                              e, GT_SUITE_FAULT_LIST);
+    }
+    return 0;
+}
+
 /* This cell's entries of GT_FAULT, as "kind[=arg],..." in out. */
 static void faults_for(const char *cell, char *out, size_t cap)
 {
@@ -264,7 +293,7 @@ static void faults_for(const char *cell, char *out, size_t cap)
     char *save = NULL;
     for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(e, ':');
-        if (!colon)
+        if (!colon || gt_fault_is_runtime(e)) /* the runtime's apply per backend */
             continue;
         *colon = '\0';
         if (fnmatch(colon + 1, cell, 0) == 0) {
@@ -791,6 +820,11 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
 static int run_cell(worker *w, double t0)
 {
     const cJSON *spec = w->spec;
+    gt_err ferr = {{0}};
+    if (gt_fault_env_check(&ferr) != 0) {
+        host_result(w, "worker", "fault", GT_ST_ERROR, ferr.msg);
+        return 1;
+    }
     const cJSON *http = cJSON_GetObjectItemCaseSensitive(spec, "http");
     if (cJSON_IsObject(http))
         return run_http_cell(w, http, t0);

@@ -19,7 +19,7 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
     gt_tensor *x = node(s, GT_OP_GET_ROWS, act(s, A_X, "inp_embd", E, n), weight_t(s, m->tok_embd),
                         tokens, NULL);                                     /* (n, E) */
 
-    for (int l = 0; l < hp->n_layer; l++) {
+    for (int l = 0; l < graph_layers(s); l++) {
         const gt_layer_weights *w = &m->layers[l];
         s->layer = l;
         /* attention */
@@ -42,11 +42,13 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
                                    kc->offset + (size_t)pos0 * KV * sizeof(float));
         gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
                                    vc->offset + (size_t)pos0 * KV * sizeof(float));
-        node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
-        node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
+        if (kv_stores(s, n, pos0)) {
+            node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
+            node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
+        }
 
         gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
-        int32_t ap[6] = {hp->n_head, hp->n_head_kv, hp->head_dim, pos0};
+        int32_t ap[6] = {hp->n_head, hp->n_head_kv, hp->head_dim, pos0, attn_window(s, 0)};
         memcpy(att->iparams, ap, sizeof ap);
         att->fparams[0] = hp->attn_scale;
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),

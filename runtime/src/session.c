@@ -68,6 +68,9 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     if (s->n_batch > s->n_ctx)
         s->n_batch = s->n_ctx;
     s->kv_dim = hp->n_head_kv * hp->head_dim;
+    if (gt_fault_session_check(b->info.backend, hp->n_vocab, err) != 0)
+        goto fail;
+    s->fault = gt_fault_get(b->info.backend);
 
     /* Every op/type the graph needs, checked up front: an unsupported
      * combination is reported, never computed. */
@@ -252,7 +255,8 @@ static int compute_segments(gt_session *s, const gt_graph *g, gt_err *err)
         if (gt_backend_compute(s->be, &seg, err) != 0)
             return gt_err_wrap(err, "node %s", g->nodes[end - 1]->name);
         for (int k = i; k < end; k++)
-            if (fault[k - i] && gt_fault_after(fault[k - i], g->nodes[k], err) != 0)
+            if ((fault[k - i] && gt_fault_after(fault[k - i], g->nodes[k], err) != 0) ||
+                gt_fault_quant_scale(s->fault, g->nodes[k], err) != 0)
                 return -1;
         if (o && o->after && o->after(o->user, s, g, i, end - 1, err) != 0)
             return -1;
@@ -317,6 +321,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
             if (s->be->iface->download(s->logits_buf, 0, dst, sizeof(float) * (size_t)rows * n_vocab,
                                        err) != 0)
                 return gt_err_wrap(err, "reading logits");
+            if (s->fault)
+                gt_fault_logits(s->fault, dst, rows, n_vocab, all_logits ? pos : pos + nb - 1);
         }
         done += nb;
         pos += nb;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gt/backend.h"
+#include "fault.h"
 #include "gt/session.h"
 #include "model_internal.h"
 
@@ -47,6 +48,7 @@ struct gt_session {
     int layer;              /* the layer being built (node names), -1 outside */
 
     const gt_node_observer *observer; /* NULL: the graph runs in one call */
+    const gt_fault_set *fault;        /* GT_FAULT on this backend, NULL: none (gt/fault.h) */
 };
 
 /* --- weights as backend tensors ------------------------------------------ */
@@ -141,6 +143,27 @@ static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 
     const size_t per = (size_t)rows * s->kv_dim * sizeof(float);
     return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, rows, s->kv,
                       s->kv_off[layer] + (size_t)which * per);
+}
+
+/* Layers the graph runs: all but the last under graph-drop-last. */
+static inline int graph_layers(const gt_session *s)
+{
+    const int n = s->model->hp.n_layer;
+    return s->fault && s->fault->drop_last && n > 1 ? n - 1 : n;
+}
+
+/* Whether a batch writes its K and V: not a decode (one token) at or past
+ * kv-decode-drop's position. */
+static inline bool kv_stores(const gt_session *s, int n, int pos0)
+{
+    return !(s->fault && s->fault->kv_drop_at >= 0 && n == 1 && pos0 >= s->fault->kv_drop_at);
+}
+
+/* Attention's window: the layer's own (0 = none), narrowed by attn-window. */
+static inline int attn_window(const gt_session *s, int window)
+{
+    const int f = s->fault ? s->fault->attn_window : 0;
+    return f > 0 && (window == 0 || f < window) ? f : window;
 }
 
 /* The forward pass of n tokens at positions pos0.. into s->nodes; the

@@ -105,6 +105,8 @@ int gt_graph_segment_end(const gt_graph *g, int first);
  *   matmul-short@L   blk.L.ffn_out drops the last block (>= 32 values) of K
  *   attn-overread@L  blk.L.kqv lets row p attend to position p + 1
  *   norm-eps@L       blk.L.attn_norm_rms uses eps 1 instead of the model's
+ * gt/fault.h has GT_FAULT's other runtime kinds (logit-scale=X,
+ * graph-drop-last, kv-decode-drop@N, ...), its grammar, and the checks.
  * Returns the fault kind's name for a node on backend, or NULL. */
 const char *gt_node_fault(const char *backend, const char *node);
 
