@@ -597,6 +597,30 @@ START_TEST(test_accuracy_decode_path)
 }
 END_TEST
 
+/* The same through the runtime's own fault: `gauntlet serve` with
+ * GT_FAULT=kv-decode-drop@30 (a decode step at position >= 30 does not
+ * write its K/V). The worker runs without it; the reference it
+ * teacher-forces evaluates in batches, which the fault leaves alone anyway. */
+START_TEST(test_accuracy_decode_kv_fault)
+{
+    gt_test_server s = {0};
+    setenv("GT_FAULT", "kv-decode-drop@30", 1);
+    int up = gt_test_serve_start(&s, g_stories, SERVE_ARGS);
+    unsetenv("GT_FAULT");
+    ck_assert_msg(up == 0, "gauntlet serve with GT_FAULT did not come up");
+    lines l;
+    run_worker(&s, "[\"accuracy\"]",
+               "{\"accuracy\": {\"max_scored\": 64, \"n_gen\": 8, \"max_prompts\": 4}}", &l);
+    expect_status(&l, "accuracy", "top1", "pass");
+    expect_status(&l, "accuracy", "logprobs_wellformed", "pass");
+    expect_status(&l, "accuracy", "decode", "fail");
+    ck_assert_double_gt(value(&l, "accuracy", "decode_drift_kld_mean"), 1e-3);
+    ck_assert_double_lt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-9);
+    cJSON_Delete(l.all);
+    gt_test_serve_stop(&s);
+}
+END_TEST
+
 /* A server that takes max_tokens -1 and "generates" for 20 s, answers an
  * unknown model and refuses a negative temperature with 422
  * (tests/py/deviant_server.py): each deviation is a failed check that names
@@ -664,6 +688,7 @@ int main(void)
     tcase_add_test(suites, test_accuracy_without_echo);
     tcase_add_test(suites, test_accuracy_logprobs_wellformed);
     tcase_add_test(suites, test_accuracy_decode_path);
+    tcase_add_test(suites, test_accuracy_decode_kv_fault);
     suite_add_tcase(s, suites);
     int rc = gt_test_run(s);
     gt_test_sh("rm -rf '%s'", gt_test_tmp(""));
