@@ -160,6 +160,7 @@ void gt_accuracy_greedy_result(gt_suite_ctx *c, const char *ps_path, int n_ctx, 
                                const char *note);
 
 /* The http variants (suites/http_<suite>.c), bound in suite_table.c. */
+int gt_anchor_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_functional_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err);

@@ -31,6 +31,7 @@ static const struct {
     const gt_suite *suite;
     gt_suite_run_fn run_http;
 } HTTP_VARIANTS[] = {
+    {&gt_suite_anchor, gt_anchor_run_http},
     {&gt_suite_smoke, gt_smoke_run_http},
     {&gt_suite_functional, gt_functional_run_http},
     {&gt_suite_accuracy, gt_accuracy_run_http},

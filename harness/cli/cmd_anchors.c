@@ -161,9 +161,17 @@ static int measure_ppl(const peer *p, const char *model, const char *text, const
     snprintf(log, sizeof log, "%s/perplexity.log", scratch);
     char *argv[] = {(char *)p->ppl, "-m", (char *)model, "-f", (char *)text, "-c", c, "-b", c,
                     "--chunks", ch, "-t", th, NULL};
-    int rc = run_to_file(argv, log);
-    char *out = slurp(log);
-    const char *at = out ? strstr(out, "Final estimate: PPL = ") : NULL;
+    /* llama.cpp logs from a thread of its own, which an exit can cut short:
+     * a run whose log lacks the estimate is run again (twice at most). */
+    int rc = -1;
+    char *out = NULL;
+    const char *at = NULL;
+    for (int attempt = 0; attempt < 3 && !at; attempt++) {
+        free(out);
+        rc = run_to_file(argv, log);
+        out = slurp(log);
+        at = out && rc == 0 ? strstr(out, "Final estimate: PPL = ") : NULL;
+    }
     if (rc != 0 || !at || sscanf(at, "Final estimate: PPL = %lf", ppl) != 1) {
         gt_err_set(err, "llama-perplexity on %s exited %d without a final estimate (log %s)", model,
                    rc, log);
