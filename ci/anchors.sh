@@ -26,7 +26,6 @@ PAIRS=(
   "nightly.json synth-smollm2 synth-smollm2-s1"
   "release.json synth-smollm2 synth-smollm2-s7"
   "nightly.json smollm2-135m smollm2-135m"
-  "ci.json smollm2-135m smollm2-135m"
   "kquants.json smollm2-135m smollm2-135m"
   "ci.json gemma3-270m gemma3-270m"
 )
