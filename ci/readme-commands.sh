@@ -86,6 +86,8 @@ entry 'gauntlet synth OUT.gguf --preset tiny|smollm2-135m --seed 1 [--type q4_0]
 entry 'gauntlet test-ops -b cpu' run
 entry 'gauntlet bench -m MODEL -b cpu -t 2' run
 entry 'gauntlet fetch --url URL --sha256 H' run 'cache/gauntlet/models/stories260K.gguf'
+entry 'gauntlet anchors matrices/ci.json stories260k --peer llama-perplexity=P --peer llama-server=S' skip \
+  "needs the llama.cpp peer (ci/peer-llamacpp.sh: a 15-minute build, never part of CI); its output is committed in matrices/anchors/ and ci/anchors.sh measures it again"
 entry 'gauntlet serve -m MODEL -b cpu --port 8080' serve
 entry 'bash ci/fuzz.sh 60' skip \
   "a clang build of the instrumented tree, then 4 targets x 60 s: over 5 minutes; CI runs it as step fuzz of .ci/run"

@@ -105,6 +105,27 @@ static const gt_metric_def METRICS[] = {
      "http cells: the largest such KL of any scored position"},
     {"logprob_alternatives", "count", 0, false, NULL,
      "http cells: fewest alternatives the server returned at a scored position"},
+    {"decode_tokens", "count", 0, false, NULL,
+     "http cells: tokens the server generated greedily and the decode path was judged on"},
+    {"decode_greedy_match", "ratio", +1, false, NULL,
+     "http cells: the server's generated tokens before the first divergence from the "
+     "reference's greedy output, over all prompts"},
+    {"decode_first_div", "tokens", +1, false, NULL,
+     "http cells: mean position of the first divergence from the reference's greedy output"},
+    {"decode_near_ties", "count", 0, false, NULL,
+     "http cells: generated tokens that are not the teacher-forced reference's argmax but "
+     "within tie_margin of it"},
+    {"decode_drift_top1", "ratio", +1, false, NULL,
+     "http cells: generated positions where the server's top alternative is the argmax of the "
+     "reference teacher-forced on the server's own tokens"},
+    {"decode_drift_kld_mean", "nats", -1, false, NULL,
+     "http cells: mean KL(ref || server) over the generated positions (top lists kept apart, "
+     "the rest lumped), the reference teacher-forced on the server's own tokens"},
+    {"decode_drift_kld_max", "nats", -1, false, NULL,
+     "http cells: the largest such KL of any generated position"},
+    {"decode_logprob_max_abs_diff", "nats", -1, false, NULL,
+     "http cells: max |server - reference| logprob over the generated positions' shared "
+     "alternatives and generated tokens"},
     {"echo_method", "flag", 0, false, NULL,
      "http cells: 1 = scored from the echo's prompt logprobs, 0 = by next-token requests "
      "(the server gives no prompt logprobs)"},
@@ -122,7 +143,8 @@ static const gt_setting_def SETTINGS[] = {
                              "top_k is reached first (default 1e-4)"},
     {"text", GT_SET_STR, "eval text file (default by model: see promptset.h)"},
     {"prompts", GT_SET_STR, "prompt set for greedy agreement (default by model)"},
-    {"max_prompts", GT_SET_INT, "prompts used for greedy agreement (default 0 = all)"},
+    {"max_prompts", GT_SET_INT, "prompts used for greedy agreement and, http cells, the "
+                               "decode path (default 0 = all)"},
     {"n_gen", GT_SET_INT, "greedy tokens per prompt (default 16; 0 = no greedy check)"},
     {"f32", GT_SET_BOOL, "compare with the f32 reference too (default true)"},
     {"min_top1", GT_SET_NUM, "http cells: check top1 fails below this drift_top1 (default 0.9)"},
@@ -131,6 +153,11 @@ static const gt_setting_def SETTINGS[] = {
     {"top_logprobs", GT_SET_INT, "http cells: alternatives asked per position, 1..20 (default "
                                  "20; fewer when the server refuses that many)"},
     {"concurrency", GT_SET_INT, "http cells, next-token method: requests in flight (default 4)"},
+    {"decode_tokens", GT_SET_INT, "http cells: greedy tokens each prompt generates through the "
+                                  "server for the decode path, 64..448 (default 64)"},
+    {"tie_margin", GT_SET_NUM, "http cells, decode path: a generated token that is not the "
+                               "reference's argmax passes when its reference logprob is within "
+                               "this of the top (nats, default 0.1)"},
     {NULL},
 };
 

@@ -32,7 +32,12 @@
  *   echo_method, logprob_alternatives   how it was scored, and the fewest
  *                alternatives any position had.
  * Then greedy agreement over the prompt set as the normal suite (metrics
- * greedy_match, greedy_first_div; its cache entry), judged on text.
+ * greedy_match, greedy_first_div; its cache entry), judged on text; then
+ * the decode path (http_accuracy_decode.c: decode_tokens >= 64 generated
+ * tokens per prompt, the check "decode" and the decode_* metrics); then
+ * the check logprobs_wellformed over every logprobs reply of the suite
+ * (http_wellformed.c: alternatives are vocabulary tokens, probabilities sum
+ * to at most 1, a token generated at temperature 0 is the top one).
  *
  * The reference (argmax, eval token and its logprob, top GT_HA_TOPN per
  * scored position) is cached under "accuracy-http", keyed by artifact, eval
@@ -298,7 +303,8 @@ out:
  * server failure is a failed check and sets *failed); -1 with err. */
 static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const chunk *ch,
                       int n_chunks, const ref_pos *ref, int n_top, bool fallback, gt_ha_sum *s,
-                      bool *failed, bool *extra_used, char *why, size_t why_cap, gt_err *err)
+                      bool *failed, bool *extra_used, const gt_ha_vocab *v, gt_ha_wf *wf,
+                      char *why, size_t why_cap, gt_err *err)
 {
     const gt_tokenizer *tok = gt_model_tokenizer(m);
     bool bos = gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0;
@@ -369,6 +375,10 @@ static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const 
             pos += k->n_scored;
             continue;
         }
+        char where[64];
+        snprintf(where, sizeof where, "chunk %d (echo)", i);
+        for (int q = 0; q < n_lp; q++) /* the prompt's tokens, then the generated ones */
+            gt_ha_wf_check(wf, v, cr.logprobs, q, q >= n_lp - gen, where);
         for (int q = 0; q < k->n_scored; q++) {
             int j = k->first + q;
             double lp;
@@ -386,6 +396,41 @@ static int score_echo(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const 
                        "%d chunks: the server's token counts equal the artifact's tokenizer's%s",
                        n_chunks, extra ? " (max_tokens 0 refused: 1 used)" : "");
     return 0;
+}
+
+/* The eval window's results and metrics (s has scored positions). */
+static void window_result(gt_suite_ctx *c, const gt_ha_sum *s, bool cached, bool echo,
+                          bool extra_used, int n_top_used, double min_top1)
+{
+    char how[160];
+    if (echo)
+        snprintf(how, sizeof how, "echo method (prompt logprobs%s), %d..%d alternatives",
+                 extra_used ? ", max_tokens 0 refused: 1 used" : "", s->alt_min, s->alt_max);
+    else
+        snprintf(how, sizeof how, "next-token method (no echo; %d alternatives asked), %d..%d "
+                                  "given",
+                 n_top_used, s->alt_min, s->alt_max);
+    double top1 = (double)s->agree / (double)s->scored;
+    gt_suite_check(c, "top1", top1 >= min_top1,
+                   "%s reference; %ld/%ld positions by the %s: the server's top-1 is the "
+                   "reference backend's argmax (drift_top1 %.4f, min_top1 %.3g)%s",
+                   cached ? "cached" : "computed", s->agree, s->scored, how, top1, min_top1,
+                   s->dis_msg);
+    gt_suite_metric(c, "scored_tokens", (double)s->scored);
+    gt_suite_metric(c, "echo_method", echo ? 1 : 0);
+    gt_suite_metric(c, "logprob_alternatives", s->alt_min);
+    gt_suite_metric(c, "drift_top1", top1);
+    gt_suite_metric(c, "drift_kld_topn_mean", s->kld_sum / (double)s->scored);
+    gt_suite_metric(c, "drift_kld_topn_max", s->kld_max);
+    if (s->nll_n == s->scored) {
+        gt_suite_metric(c, "ppl", exp(s->nll_srv / (double)s->scored));
+        gt_suite_metric(c, "drift_ppl_ratio", exp((s->nll_srv - s->nll_ref) / (double)s->scored));
+    } else {
+        gt_suite_log(c, "no ppl: the eval token's logprob is among the server's alternatives "
+                        "at %ld of %ld positions",
+                     s->nll_n, s->scored);
+    }
+    gt_suite_metric(c, "logprob_max_abs_diff", s->lp_max);
 }
 
 int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
@@ -409,6 +454,7 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
                           GT_HA_TOPN);
     gt_hc t;
     gt_model *m;
+    gt_ha_vocab *vocab = NULL;
     if (gt_hc_open_model(c, &t, &m, err) != 0)
         return -1;
     chunk *ch = NULL;
@@ -421,6 +467,9 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
     ref_pos *ref = NULL;
     bool cached = false, extra_used = false;
     int rc = -1;
+    gt_ha_wf wf = {0};
+    if (gt_ha_vocab_open(m, &vocab, err) != 0)
+        goto out;
     double t0 = gt_suite_now();
     if (reference(c, m, ch, n_chunks, n_pos, n_ctx, hash, &ref, &cached, err) != 0)
         goto out;
@@ -434,7 +483,7 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
         char why[400] = "";
         t0 = gt_suite_now();
         int r = score_echo(c, &t, m, ch, n_chunks, ref, n_top, strcmp(method, "auto") == 0, &s,
-                           &failed, &extra_used, why, sizeof why, err);
+                           &failed, &extra_used, vocab, &wf, why, sizeof why, err);
         if (r < 0)
             goto out;
         if (r == 1) {
@@ -447,44 +496,16 @@ int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err)
         }
     }
     if (!echo && gt_ha_next_token(c, &t, m, ch, n_chunks, ref, n_top, n_conc, &s, &n_top_used,
-                                  &failed, err) != 0)
+                                  &failed, vocab, &wf, err) != 0)
         goto out;
-    if (s.scored == 0) {
+    if (s.scored == 0)
         gt_suite_check(c, "top1", false, "no position could be scored (%d planned)", n_pos);
-        rc = 0;
-        goto out;
-    }
-    char how[160];
-    if (echo)
-        snprintf(how, sizeof how, "echo method (prompt logprobs%s), %d..%d alternatives",
-                 extra_used ? ", max_tokens 0 refused: 1 used" : "", s.alt_min, s.alt_max);
     else
-        snprintf(how, sizeof how, "next-token method (no echo; %d alternatives asked), %d..%d "
-                                  "given",
-                 n_top_used, s.alt_min, s.alt_max);
-    double top1 = (double)s.agree / (double)s.scored;
-    gt_suite_check(c, "top1", top1 >= min_top1,
-                   "%s reference; %ld/%ld positions by the %s: the server's top-1 is the "
-                   "reference backend's argmax (drift_top1 %.4f, min_top1 %.3g)%s",
-                   cached ? "cached" : "computed", s.agree, s.scored, how, top1, min_top1,
-                   s.dis_msg);
-    gt_suite_metric(c, "scored_tokens", (double)s.scored);
-    gt_suite_metric(c, "echo_method", echo ? 1 : 0);
-    gt_suite_metric(c, "logprob_alternatives", s.alt_min);
-    gt_suite_metric(c, "drift_top1", top1);
-    gt_suite_metric(c, "drift_kld_topn_mean", s.kld_sum / (double)s.scored);
-    gt_suite_metric(c, "drift_kld_topn_max", s.kld_max);
-    if (s.nll_n == s.scored) {
-        gt_suite_metric(c, "ppl", exp(s.nll_srv / (double)s.scored));
-        gt_suite_metric(c, "drift_ppl_ratio", exp((s.nll_srv - s.nll_ref) / (double)s.scored));
-    } else {
-        gt_suite_log(c, "no ppl: the eval token's logprob is among the server's alternatives "
-                        "at %ld of %ld positions",
-                     s.nll_n, s.scored);
-    }
-    gt_suite_metric(c, "logprob_max_abs_diff", s.lp_max);
-    if (greedy_http(c, &t, m, err) != 0)
+        window_result(c, &s, cached, echo, extra_used, n_top_used, min_top1);
+    if (greedy_http(c, &t, m, err) != 0 ||
+        gt_ha_decode(c, &t, m, vocab, n_top_used, &wf, err) != 0)
         goto out;
+    gt_ha_wf_result(c, &wf);
     rc = 0;
 out:
     for (int i = 0; i < n_chunks; i++) {
@@ -493,5 +514,6 @@ out:
     }
     free(ch);
     free(ref);
+    gt_ha_vocab_free(vocab);
     return rc;
 }

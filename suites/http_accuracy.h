@@ -10,7 +10,11 @@
  *               prefix, the alternatives of the generated token
  *               (http_accuracy_next.c). Servers without echo (llama-server,
  *               every chat endpoint) can be scored only this way.
- * The score (http_accuracy_score.c) is the same for both. */
+ * The score (http_accuracy_score.c) is the same for both, and for the
+ * decode path (http_accuracy_decode.c), where the server generates and the
+ * reference is teacher-forced on what it generated. Every logprobs reply
+ * is checked for being a distribution over the vocabulary
+ * (http_wellformed.c). */
 #ifndef GT_SUITE_HTTP_ACCURACY_H
 #define GT_SUITE_HTTP_ACCURACY_H
 
@@ -69,10 +73,60 @@ void gt_ha_sum_add(gt_ha_sum *s, const gt_model *m, const gt_ha_ref *r, const gt
 /* The next-token method over every planned position of ch[0..n_chunks)
  * (ref in the same order), n_conc requests in flight, asking for n_top
  * alternatives (fewer when the server refuses that many: *n_top_used).
+ * Every reply's logprobs go through gt_ha_wf_check (v, wf, below).
  * Server failures are reported as failed checks ("logprobs", "token_count")
  * and set *failed; -1 with err only for the harness's own failures. */
+typedef struct gt_ha_vocab gt_ha_vocab;
+typedef struct gt_ha_wf gt_ha_wf;
 int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const gt_ha_chunk *ch,
                      int n_chunks, const gt_ha_ref *ref, int n_top, int n_conc, gt_ha_sum *s,
-                     int *n_top_used, bool *failed, gt_err *err);
+                     int *n_top_used, bool *failed, const gt_ha_vocab *v, gt_ha_wf *wf,
+                     gt_err *err);
+
+/* The vocabulary as a server names tokens: each token's text (its bytes
+ * cleaned to UTF-8, gt_hc_piece) and its raw bytes, plus, for a control
+ * token (no bytes in decoded text), its stored piece ("<|endoftext|>"), which
+ * some servers send instead. Sorted, for lookups by text or bytes
+ * (suites/http_wellformed.c). */
+int gt_ha_vocab_open(const gt_model *m, gt_ha_vocab **out, gt_err *err);
+void gt_ha_vocab_free(gt_ha_vocab *v);
+
+/* The ids whose name is the alternative's: by its bytes when the reply gave
+ * them, else by its text. Up to cap into ids; returns how many there are
+ * (0: no token of the vocabulary; -1: its bytes are not a byte array). */
+int gt_ha_vocab_ids(const gt_ha_vocab *v, const gt_hc_alt *a, int32_t *ids, int cap);
+
+/* Whether two alternatives name the same token text (bytes when both have
+ * them). */
+bool gt_ha_same_token(const gt_hc_alt *a, const gt_hc_alt *b);
+
+/* The check logprobs_wellformed: at every position a reply gave
+ * alternatives for, each alternative is a token of the vocabulary, their
+ * probabilities sum to at most 1 + GT_HA_WF_SUM_EPS, and, for a token the
+ * server generated at temperature 0, that token is the top alternative (or
+ * tied with it within GT_HA_WF_TIE). The first bad position is kept. */
+#define GT_HA_WF_SUM_EPS 1e-3
+#define GT_HA_WF_TIE 1e-4
+
+struct gt_ha_wf {
+    long positions, bad;
+    char first[480]; /* the first bad position and why, "" when none */
+};
+
+/* Checks position i of logprobs; sampled: a token generated at temperature
+ * 0. where names the reply ("chunk 3 (echo)"), for the message. */
+void gt_ha_wf_check(gt_ha_wf *wf, const gt_ha_vocab *v, const cJSON *logprobs, int i,
+                    bool sampled, const char *where);
+
+/* The check's result line. */
+void gt_ha_wf_result(gt_suite_ctx *c, const gt_ha_wf *wf);
+
+/* The decode path (suites/http_accuracy_decode.c): greedy generations of
+ * the prompt set compared with the reference's, and the logprobs the server
+ * returned for its own tokens scored against the reference teacher-forced
+ * on them. Reports the check "decode" and the decode_* metrics; server
+ * failures are failed checks; -1 with err for the harness's own. */
+int gt_ha_decode(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const gt_ha_vocab *v,
+                 int n_top, gt_ha_wf *wf, gt_err *err);
 
 #endif

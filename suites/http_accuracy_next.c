@@ -246,7 +246,8 @@ static int probe(const gt_hc *t, job *j, int n_top, int *used)
 
 int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const gt_ha_chunk *ch,
                      int n_chunks, const gt_ha_ref *ref, int n_top, int n_conc, gt_ha_sum *s,
-                     int *n_top_used, bool *failed, gt_err *err)
+                     int *n_top_used, bool *failed, const gt_ha_vocab *v, gt_ha_wf *wf,
+                     gt_err *err)
 {
     const gt_tokenizer *tok = gt_model_tokenizer(m);
     bool bos = gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0;
@@ -313,6 +314,9 @@ int gt_ha_next_token(gt_suite_ctx *c, const gt_hc *t, const gt_model *m, const g
                          j->chunk, j->pos, j->cr.finish);
             continue;
         }
+        char where[64];
+        snprintf(where, sizeof where, "chunk %d position %d (next-token)", j->chunk, j->pos);
+        gt_ha_wf_check(wf, v, j->cr.logprobs, 0, true, where);
         int pt = j->cr.prompt_tokens, want = j->n_prompt;
         if (t->chat) { /* the rendered turn, not the raw prefix */
             gt_err e2 = {{0}};

@@ -245,8 +245,10 @@ int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, do
         {
             const cJSON *tk = cJSON_GetObjectItemCaseSensitive(it, "token");
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "logprob");
+            const cJSON *b = cJSON_GetObjectItemCaseSensitive(it, "bytes");
             if (n < cap && cJSON_IsString(tk) && cJSON_IsNumber(v))
-                out[n++] = (gt_hc_alt){tk->valuestring, v->valuedouble};
+                out[n++] = (gt_hc_alt){tk->valuestring, v->valuedouble,
+                                       cJSON_IsArray(b) ? b : NULL};
         }
     } else {
         const cJSON *tops = cJSON_GetObjectItemCaseSensitive(logprobs, "top_logprobs");
@@ -260,11 +262,33 @@ int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, do
         cJSON_ArrayForEach(it, e)
         {
             if (n < cap && cJSON_IsNumber(it) && it->string)
-                out[n++] = (gt_hc_alt){it->string, it->valuedouble};
+                out[n++] = (gt_hc_alt){it->string, it->valuedouble, NULL};
         }
     }
     qsort(out, (size_t)n, sizeof *out, by_lp_desc);
     return n;
+}
+
+int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out)
+{
+    *out = (gt_hc_alt){NULL, NAN, NULL};
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(logprobs, "content");
+    const cJSON *tk, *lp;
+    if (cJSON_IsArray(content)) {
+        const cJSON *e = cJSON_GetArrayItem(content, i);
+        tk = cJSON_GetObjectItemCaseSensitive(e, "token");
+        lp = cJSON_GetObjectItemCaseSensitive(e, "logprob");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+        out->bytes = cJSON_IsArray(b) ? b : NULL;
+    } else {
+        tk = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "tokens"), i);
+        lp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "token_logprobs"), i);
+    }
+    if (!cJSON_IsString(tk))
+        return -1;
+    out->text = tk->valuestring;
+    out->lp = cJSON_IsNumber(lp) ? lp->valuedouble : NAN;
+    return 0;
 }
 
 void gt_hc_quote(const char *s, char *out, size_t cap)

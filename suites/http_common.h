@@ -99,8 +99,10 @@ void gt_hc_completion_free(gt_hc_completion *r);
 
 /* One alternative of a returned token: its text and logprob. */
 typedef struct gt_hc_alt {
-    const char *text; /* into the reply's cJSON */
+    const char *text;    /* into the reply's cJSON */
     double lp;
+    const cJSON *bytes;  /* the chat shape's "bytes" array when given (the token's exact
+                          * bytes, where "token" may be cut to valid UTF-8), else NULL */
 } gt_hc_alt;
 
 /* The alternatives of token i of a completion's logprobs, in either shape a
@@ -111,6 +113,10 @@ typedef struct gt_hc_alt {
  * -1 when logprobs has no token i in either shape. *lp gets token i's own
  * logprob (NaN when absent). */
 int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, double *lp);
+
+/* Token i's own entry in logprobs (the token itself: tokens[i] or
+ * content[i].token, its logprob, its bytes), 0; -1 when there is none. */
+int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out);
 
 /* How many tokens logprobs describes in either shape, -1 when neither. */
 int gt_hc_logprob_tokens(const cJSON *logprobs);
@@ -154,6 +160,7 @@ void gt_accuracy_greedy_result(gt_suite_ctx *c, const char *ps_path, int n_ctx, 
                                const char *note);
 
 /* The http variants (suites/http_<suite>.c), bound in suite_table.c. */
+int gt_anchor_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_functional_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err);

@@ -147,6 +147,9 @@ struct gt_suite_ctx {
     const cJSON *settings;
     const cJSON *tolerances;
     const char *faults;        /* this cell's GT_FAULT entries, "kind[=arg],...", or "" */
+    /* The cell's anchor (harness/matrix/anchors.h: the file's keys with its
+     * quant's entry merged in), or NULL when the model has none. */
+    const cJSON *anchor;
 
     /* Set by the worker. */
     const gt_suite *suite;

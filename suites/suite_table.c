@@ -7,6 +7,7 @@
 
 #include "http_common.h"
 
+extern const gt_suite gt_suite_anchor;
 extern const gt_suite gt_suite_smoke;
 extern const gt_suite gt_suite_functional;
 extern const gt_suite gt_suite_accuracy;
@@ -15,6 +16,7 @@ extern const gt_suite gt_suite_soak;
 
 /* Every suite the harness knows, in the order a tier usually runs them. */
 static const gt_suite *const SUITES[] = {
+    &gt_suite_anchor,
     &gt_suite_smoke,
     &gt_suite_functional,
     &gt_suite_accuracy,
@@ -29,6 +31,7 @@ static const struct {
     const gt_suite *suite;
     gt_suite_run_fn run_http;
 } HTTP_VARIANTS[] = {
+    {&gt_suite_anchor, gt_anchor_run_http},
     {&gt_suite_smoke, gt_smoke_run_http},
     {&gt_suite_functional, gt_functional_run_http},
     {&gt_suite_accuracy, gt_accuracy_run_http},

@@ -19,7 +19,12 @@
  *   - the server serves a `gauntlet synth` model (another tokenizer; SmolLM2
  *     when the artifact is the stand-in, whose tokenizer is synth's):
  *     accuracy's token_count fails naming both counts, smoke's usage and
- *     reference checks fail. */
+ *     reference checks fail;
+ *   - tests/py/fault_proxy.py in front of the reference server invents
+ *     alternatives, inflates their sum or demotes the generated token:
+ *     logprobs_wellformed fails naming the position; or forgets its K/V
+ *     after 30 generated tokens: the decode check fails past token 30
+ *     while the prompt's top1 and greedy pass. */
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -273,7 +278,8 @@ START_TEST(test_suites_pass_against_reference_server)
 {
     lines l;
     run_worker(&g_main, "[\"smoke\", \"functional\", \"accuracy\", \"performance\", \"soak\"]",
-               "{\"accuracy\": {\"max_scored\": 640}, \"performance\": {\"n_clients\": 3, "
+               "{\"accuracy\": {\"max_scored\": 640, \"max_prompts\": 4}, \"performance\": "
+               "{\"n_clients\": 3, "
                "\"requests\": 3, \"n_gen\": 16}}",
                &l);
     /* Every check passes (soak has no http variant: skipped), every
@@ -304,7 +310,9 @@ START_TEST(test_suites_pass_against_reference_server)
         {"smoke", "usage"},           {"smoke", "reference"},       {"functional", "determinism"},
         {"functional", "seed"},       {"functional", "max_tokens"}, {"functional", "stop"},
         {"functional", "bad_request"}, {"accuracy", "token_count"}, {"accuracy", "top1"},
-        {"accuracy", "greedy"},       {"performance", "errors"},    {"performance", "measured"},
+        {"accuracy", "greedy"},       {"accuracy", "decode"},
+        {"accuracy", "logprobs_wellformed"}, {"performance", "errors"},
+        {"performance", "measured"},
     };
     for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
         expect_status(&l, checks[i][0], checks[i][1], "pass");
@@ -318,6 +326,14 @@ START_TEST(test_suites_pass_against_reference_server)
     ck_assert_double_eq_tol(value(&l, "accuracy", "drift_ppl_ratio"), 1, 1e-6);
     ck_assert_double_lt(value(&l, "accuracy", "logprob_max_abs_diff"), 1e-4);
     ck_assert_double_eq(value(&l, "accuracy", "greedy_match"), 1);
+    /* The decode path: 64 tokens of each of the 4 prompts, exact. */
+    ck_assert_double_eq(value(&l, "accuracy", "decode_tokens"), 4 * 64);
+    ck_assert_double_eq(value(&l, "accuracy", "decode_greedy_match"), 1);
+    ck_assert_double_eq(value(&l, "accuracy", "decode_drift_top1"), 1);
+    ck_assert_double_lt(value(&l, "accuracy", "decode_drift_kld_max"), 1e-9);
+    ck_assert_double_lt(value(&l, "accuracy", "decode_logprob_max_abs_diff"), 1e-4);
+    ck_assert_ptr_nonnull(strstr(message(&l, "accuracy", "logprobs_wellformed"),
+                                 "every alternative is a token of the vocabulary"));
     ck_assert_double_eq(value(&l, "performance", "errors"), 0);
     ck_assert_double_eq(value(&l, "performance", "requests"), 9);
     ck_assert_double_gt(value(&l, "performance", "ttft_ms"), 0);
@@ -380,7 +396,8 @@ START_TEST(test_suites_fail_against_another_model)
     ck_assert_double_lt(value(&l, "smoke", "ref_agreement"), 0.5);
     cJSON_Delete(l.all);
 
-    run_worker(&s, "[\"accuracy\"]", "{\"accuracy\": {\"max_scored\": 256, \"n_gen\": 0}}", &l);
+    run_worker(&s, "[\"accuracy\"]",
+               "{\"accuracy\": {\"max_scored\": 256, \"n_gen\": 0, \"max_prompts\": 2}}", &l);
     expect_status(&l, "accuracy", "token_count", "pass");
     expect_status(&l, "accuracy", "top1", "fail");
     m = message(&l, "accuracy", "top1");
@@ -415,7 +432,8 @@ START_TEST(test_suites_fail_against_another_tokenizer)
     ck_assert_msg(gt_test_serve_start(&s, other, SERVE_ARGS) == 0,
                   "serve of %s failed", other);
     lines l;
-    run_worker(&s, "[\"accuracy\"]", "{\"accuracy\": {\"max_scored\": 128, \"n_gen\": 0}}", &l);
+    run_worker(&s, "[\"accuracy\"]",
+               "{\"accuracy\": {\"max_scored\": 128, \"n_gen\": 0, \"max_prompts\": 2}}", &l);
     expect_status(&l, "accuracy", "token_count", "fail");
     const char *m = message(&l, "accuracy", "token_count");
     ck_assert_msg(strstr(m, "chunk 0: the server has ") && strstr(m, "the artifact's tokenizer "),
@@ -463,7 +481,8 @@ static FILE *py_server(const char *script, const char *args, gt_test_server *s, 
  * the KL. */
 START_TEST(test_accuracy_without_echo)
 {
-    const char *settings = "{\"accuracy\": {\"max_scored\": 48, \"n_gen\": 0}}";
+    const char *settings =
+        "{\"accuracy\": {\"max_scored\": 48, \"n_gen\": 0, \"max_prompts\": 2}}";
     for (int swap = 0; swap < 2; swap++) {
         char args[64];
         snprintf(args, sizeof args, "%d %s", g_main.port, swap ? "swap" : "faithful");
@@ -497,6 +516,108 @@ START_TEST(test_accuracy_without_echo)
         kill(pid, SIGTERM);
         pclose(srv);
     }
+}
+END_TEST
+
+/* Logprobs that are no distribution over the vocabulary
+ * (tests/py/fault_proxy.py in front of the reference server): invented
+ * alternatives below a true top-1 (which the drift scores cannot see),
+ * real ones inflated to sum past 1, and a generated token that is not the
+ * top alternative each fail logprobs_wellformed, naming the first bad
+ * position and why. */
+START_TEST(test_accuracy_logprobs_wellformed)
+{
+    const char *settings = "{\"accuracy\": {\"max_scored\": 32, \"n_gen\": 0, "
+                           "\"max_prompts\": 1}}";
+    const char *cases[][3] = {
+        {"invent", "chunk 0 (echo), token 1: alternative \"zzq1x\" (logprob ",
+         "is no token of the vocabulary"},
+        {"inflate", "chunk 0 (echo), token 1: the probabilities of its 20 alternatives sum to ",
+         "(at most 1 + 0.001)"},
+        {"demote", "(decode), token 0: the token generated at temperature 0 is ",
+         ", not the top alternative"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%d %s", g_main.port, cases[i][0]);
+        gt_test_server s = {0};
+        int pid = 0;
+        FILE *srv = py_server("fault_proxy.py", args, &s, &pid);
+        lines l;
+        run_worker(&s, "[\"accuracy\"]", settings, &l);
+        expect_status(&l, "accuracy", "logprobs_wellformed", "fail");
+        const char *m = message(&l, "accuracy", "logprobs_wellformed");
+        ck_assert_msg(strstr(m, "positions have malformed logprobs; first: ") &&
+                          strstr(m, cases[i][1]) && strstr(m, cases[i][2]),
+                      "%s: %s", cases[i][0], m);
+        if (i == 0) /* the top-1 is right: the drift scores alone pass it */
+            ck_assert_double_lt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-9);
+        cJSON_Delete(l.all);
+        kill(pid, SIGTERM);
+        pclose(srv);
+    }
+}
+END_TEST
+
+/* A server whose decode forgets everything after its 30th generated token
+ * (fault_proxy.py forget=30, the effect of a K/V cache no longer written):
+ * the prompt's logprobs and 8-token greedy text are exact, so top1 and
+ * greedy pass, but the decode path fails at the first generated token past
+ * 30 that is not a near-tie, and its drift is far from 0. */
+START_TEST(test_accuracy_decode_path)
+{
+    char args[64];
+    snprintf(args, sizeof args, "%d forget=30", g_main.port);
+    gt_test_server s = {0};
+    int pid = 0;
+    FILE *srv = py_server("fault_proxy.py", args, &s, &pid);
+    lines l;
+    run_worker(&s, "[\"accuracy\"]",
+               "{\"accuracy\": {\"max_scored\": 64, \"n_gen\": 8, \"max_prompts\": 4}}", &l);
+    expect_status(&l, "accuracy", "top1", "pass");
+    expect_status(&l, "accuracy", "greedy", "pass");
+    expect_status(&l, "accuracy", "logprobs_wellformed", "pass");
+    expect_status(&l, "accuracy", "decode", "fail");
+    const char *m = message(&l, "accuracy", "decode");
+    int k = -1;
+    const char *at = strstr(m, " token ");
+    ck_assert_msg(strstr(m, "are neither the reference's argmax nor a near-tie; first: prompt ") &&
+                      at && sscanf(at, " token %d:", &k) == 1 && k >= 30 &&
+                      strstr(m, "teacher-forced on the server's text") &&
+                      strstr(m, "> tie_margin 0.1"),
+                  "%s", m);
+    ck_assert_double_eq(value(&l, "accuracy", "decode_tokens"), 4 * 64);
+    ck_assert_double_lt(value(&l, "accuracy", "decode_greedy_match"), 0.9);
+    ck_assert_double_gt(value(&l, "accuracy", "decode_drift_kld_mean"), 1e-2);
+    ck_assert_double_lt(value(&l, "accuracy", "decode_drift_top1"), 0.9);
+    ck_assert_double_lt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-9);
+    cJSON_Delete(l.all);
+    kill(pid, SIGTERM);
+    pclose(srv);
+}
+END_TEST
+
+/* The same through the runtime's own fault: `gauntlet serve` with
+ * GT_FAULT=kv-decode-drop@30 (a decode step at position >= 30 does not
+ * write its K/V). The worker runs without it; the reference it
+ * teacher-forces evaluates in batches, which the fault leaves alone anyway. */
+START_TEST(test_accuracy_decode_kv_fault)
+{
+    gt_test_server s = {0};
+    setenv("GT_FAULT", "kv-decode-drop@30", 1);
+    int up = gt_test_serve_start(&s, g_stories, SERVE_ARGS);
+    unsetenv("GT_FAULT");
+    ck_assert_msg(up == 0, "gauntlet serve with GT_FAULT did not come up");
+    lines l;
+    run_worker(&s, "[\"accuracy\"]",
+               "{\"accuracy\": {\"max_scored\": 64, \"n_gen\": 8, \"max_prompts\": 4}}", &l);
+    expect_status(&l, "accuracy", "top1", "pass");
+    expect_status(&l, "accuracy", "logprobs_wellformed", "pass");
+    expect_status(&l, "accuracy", "decode", "fail");
+    ck_assert_double_gt(value(&l, "accuracy", "decode_drift_kld_mean"), 1e-3);
+    ck_assert_double_lt(value(&l, "accuracy", "drift_kld_topn_mean"), 1e-9);
+    cJSON_Delete(l.all);
+    gt_test_serve_stop(&s);
 }
 END_TEST
 
@@ -565,6 +686,9 @@ int main(void)
                    "needs SmolLM2, which was not found (ci/fetch-smollm2.sh or GT_SMOLLM2)");
     tcase_add_test(suites, test_functional_names_deviations_within_deadlines);
     tcase_add_test(suites, test_accuracy_without_echo);
+    tcase_add_test(suites, test_accuracy_logprobs_wellformed);
+    tcase_add_test(suites, test_accuracy_decode_path);
+    tcase_add_test(suites, test_accuracy_decode_kv_fault);
     suite_add_tcase(s, suites);
     int rc = gt_test_run(s);
     gt_test_sh("rm -rf '%s'", gt_test_tmp(""));

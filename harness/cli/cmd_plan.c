@@ -96,7 +96,8 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "gauntlet plan: %s\n", err.msg);
         return GT_EXIT_USAGE;
     }
-    if (gt_matrix_validate_baseline(m, tol_baseline, stdout, &err) != 0) {
+    if (gt_anchors_check_all(m, &err) != 0 ||
+        gt_matrix_validate_baseline(m, tol_baseline, stdout, &err) != 0) {
         fprintf(stderr, "gauntlet plan: %s\n", err.msg);
         gt_matrix_free(m);
         return GT_EXIT_USAGE;

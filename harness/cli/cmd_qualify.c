@@ -142,6 +142,39 @@ static bool needs_f32(const gt_mx_tier *t)
 /* --no-localize: failed accuracy cells are not followed by the localizer. */
 static bool localize_failures = true;
 
+/* A model with anchors (matrix.h): the anchor suite first, the cell's quant's
+ * anchor in the spec, and its relative tolerance as the bound of
+ * anchor.ppl_rel_err. The files were checked when the run started. */
+static int add_anchor(const gt_matrix *m, const gt_cell *c, cJSON *spec, cJSON *suites,
+                      cJSON *tols, cJSON *written)
+{
+    cJSON *file;
+    gt_err err = {{0}};
+    if (gt_anchors_load(m, c->model, &file, &err) != 0)
+        return -1;
+    if (!file)
+        return 0;
+    cJSON *a = gt_anchors_cell(file, c->quant, &err);
+    cJSON_Delete(file);
+    if (!a)
+        return -1;
+    cJSON_AddItemToArray(suites, cJSON_CreateString("anchor"));
+    cJSON_AddItemToObject(spec, "anchor", a);
+    if (c->backend->is_http)
+        return 0; /* no perplexity over an API: http_anchor.c */
+    const cJSON *tol = cJSON_GetObjectItemCaseSensitive(a, "ppl_rel_tol");
+    const cJSON *note = cJSON_GetObjectItemCaseSensitive(a, "tolerance_note");
+    cJSON *bound = cJSON_CreateObject();
+    cJSON_AddNumberToObject(bound, "max", tol->valuedouble);
+    cJSON_AddStringToObject(bound, "note",
+                            cJSON_IsString(note) ? note->valuestring : "the anchors file's ppl_rel_tol");
+    cJSON_DeleteItemFromObjectCaseSensitive(tols, "anchor.ppl_rel_err");
+    cJSON_AddItemToObject(tols, "anchor.ppl_rel_err", bound);
+    if (cJSON_IsArray(written))
+        cJSON_AddItemToArray(written, cJSON_CreateString("anchor.ppl_rel_err"));
+    return 0;
+}
+
 /* The worker's spec for one cell (see worker.c). */
 static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c,
                        const gt_artifact *art, const gt_artifact *src, const gt_artifact *f32,
@@ -184,8 +217,16 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
         cJSON_AddStringToObject(http, "root", m->base);
     }
     cJSON *suites = cJSON_AddArrayToObject(o, "suites");
+    cJSON *tols = cJSON_Duplicate(c->tolerances, 1), *written = cJSON_Duplicate(c->tol_written, 1);
+    if (add_anchor(m, c, o, suites, tols, written) != 0) {
+        cJSON_Delete(tols);
+        cJSON_Delete(written);
+        cJSON_Delete(o);
+        return NULL;
+    }
     for (int i = 0; i < t->n_suites; i++)
-        cJSON_AddItemToArray(suites, cJSON_CreateString(t->suites[i]));
+        if (strcmp(t->suites[i], "anchor") != 0)
+            cJSON_AddItemToArray(suites, cJSON_CreateString(t->suites[i]));
     cJSON *settings = t->settings ? cJSON_Duplicate(t->settings, 1) : cJSON_CreateObject();
     /* smoke's "reference" default is the matrix's (gt_matrix_smoke_reference). */
     bool runs_smoke = false;
@@ -198,8 +239,8 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
         gt_matrix_smoke_reference(m, t))
         cJSON_AddTrueToObject(smoke, "reference"); /* unset: the suite's (http: on) */
     cJSON_AddItemToObject(o, "settings", settings);
-    cJSON_AddItemToObject(o, "tolerances", cJSON_Duplicate(c->tolerances, 1));
-    cJSON_AddItemToObject(o, "tolerances_written", cJSON_Duplicate(c->tol_written, 1));
+    cJSON_AddItemToObject(o, "tolerances", tols);
+    cJSON_AddItemToObject(o, "tolerances_written", written);
     cJSON_AddStringToObject(o, "db", db_path);
     cJSON_AddStringToObject(o, "scratch", scratch);
     const char *data = getenv("GT_DATA_DIR");
@@ -442,7 +483,8 @@ int cmd_qualify(int argc, char **argv)
     gt_job *jv = NULL;
     char scratch[PATH_MAX] = "";
     gt_artifacts arts = {0};
-    if (gt_fault_env_check(&err) != 0 || gt_matrix_load(argv[optind], &m, &err) != 0)
+    if (gt_fault_env_check(&err) != 0 || gt_matrix_load(argv[optind], &m, &err) != 0 ||
+        gt_anchors_check_all(m, &err) != 0)
         goto fail;
     /* A bound far looser than measured is a configuration error (matrix.h). */
     if (gt_matrix_validate_baseline(m, tol_baseline, quiet ? NULL : stderr, &err) != 0)

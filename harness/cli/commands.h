@@ -13,6 +13,7 @@
 int cmd_inspect(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_anchors(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

@@ -29,6 +29,7 @@ static const verb VERBS[] = {
     {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
     {"db", cmd_db, "check a results database"},
     {"merge", cmd_merge, "merge results databases from shards or hosts"},
+    {"anchors", cmd_anchors, "measure a model's anchors with llama.cpp (perplexity, greedy text)"},
     {"tolerances", cmd_tolerances, "derive bounds and baselines from a recorded run"},
     {"worker", cmd_worker, NULL}, /* internal: one cell in a child process */
 };

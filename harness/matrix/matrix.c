@@ -84,7 +84,7 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
     static const char *const KEYS[] = {"id",     "path",  "file",        "env",     "url",
                                        "required",
                                        "sha256", "size",  "synth",       "quants",  "name",
-                                       "license", "description", "pypi", NULL};
+                                       "license", "description", "pypi", "anchors", NULL};
     char p[GT_JV_PATH];
     if (gt_jv_object(v, node, path, KEYS) != 0 || gt_jv_ident(v, node, path, "id", md->id) != 0)
         return -1;
@@ -98,7 +98,8 @@ static int parse_model(gt_matrix *m, const gt_jv *v, const cJSON *node, const ch
         gt_jv_int(v, node, path, "size", false, 1, INT64_MAX, &md->size) ||
         gt_jv_str(v, node, path, "name", false, &name) ||
         gt_jv_str(v, node, path, "license", false, &lic) ||
-        gt_jv_str(v, node, path, "description", false, &desc))
+        gt_jv_str(v, node, path, "description", false, &desc) ||
+        gt_jv_str(v, node, path, "anchors", false, &md->anchors))
         return -1;
     bool required_model = false; /* the gate reads it from the stored matrix (gate.c) */
     if (gt_jv_bool(v, node, path, "required", false, &required_model))

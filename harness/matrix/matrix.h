@@ -49,6 +49,7 @@ typedef struct gt_mx_model {
     const char *synth_preset;
     uint64_t synth_seed;
     const cJSON *quants; /* per-model quant list (array of strings), or NULL */
+    const char *anchors; /* its anchors file, relative to the root (anchors.h), or NULL */
 } gt_mx_model;
 
 typedef struct gt_mx_driver {
@@ -207,6 +208,38 @@ void gt_matrix_resolve(const gt_matrix *m, const char *path, char *out, size_t c
  * no number never satisfies a constraint. */
 bool gt_version_satisfies(const char *version, const char *constraint);
 bool gt_version_constraint_valid(const char *constraint);
+
+/* Anchors (anchors.c): per-model facts measured outside gauntlet (matrices/anchors/).
+ *
+ * A matrix model may name an anchors file ("anchors": "matrices/anchors/
+ * stories260k.json", relative to the matrix root). `gauntlet anchors`
+ * writes it from llama.cpp's measurements on the same artifacts: for each
+ * quant, the perplexity of a committed text (suites/data) and the greedy
+ * tokens of fixed prompts up to llama.cpp's first near-tie. qualify adds the
+ * anchor suite (suites/anchor.c) to every cell of such a model and hands it
+ * the cell's quant's entry. The file is read when cells are made, not when
+ * the matrix is parsed, so a matrix stored in a run database still parses
+ * where the file is absent.
+ *
+ * File format (all keys required unless marked):
+ *   {"model": ID, "source": "who measured, with which version and command",
+ *    "text": "stories.txt" (in suites/data), "text_sha256": HEX,
+ *    "n_ctx": 128, "chunks": 2, "ppl_rel_tol": 0.01, "tolerance_note": "why",
+ *    "quants": {"q8_0": {"artifact_sha256": HEX, "ppl": 4.08,
+ *                        "greedy": [{"prompt": "...", "tokens": [...],
+ *                                    "text": "...", "cut": "why it stops"}]}}} */
+/* The model's anchors file, parsed and checked (every quant the matrix runs
+ * it at has an entry); *out NULL when the model names none. */
+int gt_anchors_load(const gt_matrix *m, const gt_mx_model *md, cJSON **out, gt_err *err);
+
+/* What the anchor suite sees for one quant: the file's common keys with the
+ * quant's entry merged in (a new object), or NULL with err. */
+cJSON *gt_anchors_cell(const cJSON *file, const char *quant, gt_err *err);
+
+/* Every model with an anchors file, loaded and checked: 0, or -1 naming the
+ * first problem. */
+int gt_anchors_check_all(const gt_matrix *m, gt_err *err);
+
 
 /* ---- baselines (baseline.c): the matrix's bounds against measurement.
  * A baselines file (matrices/README.md, "Baselines") holds, per metric and

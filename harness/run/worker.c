@@ -652,6 +652,7 @@ static gt_suite_ctx suite_ctx(worker *w, const char *backend, const char *profil
         .n_threads = n_threads, .seed = (uint64_t)nget(spec, "seed", 1),
         .data_dir = sget(spec, "data_dir"),
         .tolerances = cJSON_GetObjectItemCaseSensitive(spec, "tolerances"), .faults = faults,
+        .anchor = cJSON_GetObjectItemCaseSensitive(spec, "anchor"),
         .host = &HOST, .host_data = w,
     };
     return ctx;
