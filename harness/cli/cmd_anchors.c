@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "artifacts.h"
 #include "base.h"
 #include "commands.h"
 #include "gt/model.h"

@@ -27,7 +27,7 @@
 #include "commands.h"
 #include "report.h"
 #include "store.h"
-#include "tolerance.h"
+#include "base.h"
 
 static void help(FILE *f)
 {

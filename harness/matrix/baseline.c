@@ -23,7 +23,7 @@
 
 #include "matrix.h"
 #include "suite.h"
-#include "tolerance.h"
+#include "base.h"
 
 struct gt_baseline {
     char *path;
