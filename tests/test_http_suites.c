@@ -532,8 +532,9 @@ START_TEST(test_accuracy_logprobs_wellformed)
     const char *cases[][3] = {
         {"invent", "chunk 0 (echo), token 1: alternative \"zzq1x\" (logprob ",
          "is no token of the vocabulary"},
-        {"inflate", "chunk 0 (echo), token 1: the probabilities of its 20 alternatives sum to ",
-         "(at most 1 + 0.001)"},
+        /* Where the sum first passes 1 depends on how peaked the model is
+         * (the synthetic stand-in of a checkout without ../shared is flat). */
+        {"inflate", "the probabilities of its 20 alternatives sum to ", "(at most 1 + 0.001)"},
         {"demote", "(decode), token 0: the token generated at temperature 0 is ",
          ", not the top alternative"},
     };

@@ -160,7 +160,8 @@ static void write_matrix(void)
              " \"defaults\": {\"timeout_s\": 120, \"threads\": 1},\n"
              " \"tolerances\": {\"default\": {\"accuracy.drift_kld_mean\": {\"max\": 1e-3}}},\n"
              " \"tiers\": {\"acc\": {\"suites\": [\"smoke\", \"accuracy\"],\n"
-             "   \"settings\": {\"accuracy\": {\"max_scored\": 128, \"max_prompts\": 4, "
+             "   \"settings\": {\"smoke\": {\"reference\": false},\n"
+             "                \"accuracy\": {\"max_scored\": 128, \"max_prompts\": 4, "
              "\"n_gen\": 8}}}},\n"
              " \"default_tier\": \"acc\"}\n",
              model);
@@ -182,6 +183,9 @@ static long long localize_rows(const char *db, const char **msg)
     return n;
 }
 
+/* Smoke's comparison with the reference is off: a fault it catches stops the
+ * cell before accuracy, and this test is about what accuracy's localizer
+ * records. */
 START_TEST(qualify_records_the_divergence)
 {
     snprintf(g_dir, sizeof g_dir, "%s", gt_test_tmp("q"));
