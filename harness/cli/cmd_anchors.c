@@ -8,12 +8,10 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -182,20 +180,6 @@ static int measure_ppl(const peer *p, const char *model, const char *text, const
     return 0;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t n = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &n) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* One prompt's greedy tokens up to the first near-tie, as an anchor entry. */
 static cJSON *greedy_one(const peer *p, const char *base, const char *prompt, gt_err *err)
 {
@@ -258,17 +242,15 @@ static cJSON *greedy_one(const peer *p, const char *base, const char *prompt, gt
 static cJSON *measure_greedy(const peer *p, const char *model, const char *const *prompts,
                              const char *scratch, gt_err *err)
 {
-    int port = free_port();
+    int port = gt_server_proc_free_port(err);
     char ps[16], th[16], log[4200], base[64], health[96];
     snprintf(ps, sizeof ps, "%d", port);
     snprintf(th, sizeof th, "%d", p->threads);
     snprintf(log, sizeof log, "%s/server.log", scratch);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     snprintf(health, sizeof health, "%s/health", base);
-    if (port < 0) {
-        gt_err_set(err, "no free port for llama-server");
+    if (port < 0)
         return NULL;
-    }
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
