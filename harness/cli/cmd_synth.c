@@ -13,14 +13,20 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: gauntlet synth OUT [--preset NAME] [--seed S] [--type T]\n"
-               "  writes a llama-architecture GGUF with seeded random weights and a\n"
-               "  SentencePiece-style tokenizer; the same arguments give the same bytes.\n"
+               "  writes a GGUF (llama, or the preset's architecture) with seeded random\n"
+               "  weights and a SentencePiece-style tokenizer; the same arguments give the\n"
+               "  same bytes.\n"
                "  --preset NAME  model shape (default tiny):\n");
     for (int i = 0; gt_synth_preset_at(i); i++) {
         const gt_synth_shape *p = gt_synth_preset_at(i);
-        fprintf(f, "                   %-13s n_embd %d, %d layers, %d/%d heads, ffn %d, "
-                   "vocab %d%s\n", p->name, p->n_embd, p->n_layer, p->n_head, p->n_head_kv,
-                p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "");
+        fprintf(f, "                   %-13s %s, n_embd %d, %d layers, %d/%d heads, ffn %d, "
+                   "vocab %d%s", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
+                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab,
+                p->tied_output ? ", tied output" : "");
+        if (p->n_expert > 0)
+            fprintf(f, ", head %d, %d experts (%d used) of ffn %d", p->head_dim, p->n_expert,
+                    p->n_expert_used, p->n_ff_exp);
+        fputc('\n', f);
     }
     fprintf(f, "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"

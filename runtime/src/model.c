@@ -57,6 +57,18 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
     return 0;
 }
 
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err)
+{
+    return arch_int(g, arch, key, def, out, err);
+}
+
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err)
+{
+    return arch_float(g, arch, key, def, out, err);
+}
+
 /* Gemma 3's published values for what its GGUF files do not store. */
 #define GEMMA3_ROPE_BASE_LOCAL 10000.0 /* local (sliding-window) layers */
 #define GEMMA3_SWA_PERIOD 6            /* every 6th layer is global */
@@ -114,9 +126,10 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
     const bool gemma3 = strcmp(arch, "gemma3") == 0;
-    if (!llama && !gemma3)
+    const bool qwen3moe = strcmp(arch, "qwen3moe") == 0;
+    if (!llama && !gemma3 && !qwen3moe)
         return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
-                               "gemma3)", arch);
+                               "gemma3, qwen3moe)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -144,6 +157,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->rms_eps = (float)f;
     if (gemma3)
         return read_gemma3(g, hp, err);
+    if (qwen3moe)
+        return gt_qwen3moe_hparams(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
     if (hp->n_embd % hp->n_head != 0)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
@@ -162,24 +177,31 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     return 0;
 }
 
-/* Finds a weight and checks it is [rows x cols] (ne[0] = cols). */
-static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                  const gt_gguf_tensor **out, gt_err *err)
+int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                    int64_t planes, const gt_gguf_tensor **out, gt_err *err)
 {
     const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
     if (!t)
         return gt_err_set(err, "tensor %s is missing", name);
-    int64_t want_dims = rows == 1 ? 1 : 2;
-    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
-        (t->n_dims != want_dims && !(rows == 1 && t->n_dims == 2)))
-        return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld",
+    int64_t want_dims = planes > 1 ? 3 : rows == 1 ? 1 : 2;
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != planes || t->ne[3] != 1 ||
+        (t->n_dims != want_dims && !(rows == 1 && planes == 1 && t->n_dims == 2)))
+        return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld x %lld",
                           name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)cols, (long long)rows);
-    if (rows == 1 && t->type != GT_TYPE_F32)
+                          (long long)t->ne[3], (long long)cols, (long long)rows,
+                          (long long)planes);
+    if (rows == 1 && planes == 1 && t->type != GT_TYPE_F32)
         return gt_err_set(err, "tensor %s is %s; norm weights must be f32", name,
                           gt_type_name(t->type));
     *out = t;
     return 0;
+}
+
+/* Finds a 2-D weight [rows x cols] (ne[0] = cols), or a 1-D one (rows 1). */
+static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                  const gt_gguf_tensor **out, gt_err *err)
+{
+    return gt_model_weight(g, name, cols, rows, 1, out, err);
 }
 
 static int find_weights(gt_model *m, gt_err *err)
@@ -199,6 +221,8 @@ static int find_weights(gt_model *m, gt_err *err)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return gt_err_set(err, "out of memory");
+    if (hp->arch_id == GT_ARCH_QWEN3MOE)
+        return gt_qwen3moe_weights(m, err);
     for (int l = 0; l < hp->n_layer; l++) {
         gt_layer_weights *w = &m->layers[l];
         char n[96];
@@ -266,18 +290,28 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
         bytes += w->attn_norm->nbytes + w->wq->nbytes + w->wk->nbytes + w->wv->nbytes +
-                 w->wo->nbytes + w->ffn_norm->nbytes + w->w_gate->nbytes + w->w_up->nbytes +
-                 w->w_down->nbytes;
+                 w->wo->nbytes + w->ffn_norm->nbytes;
+        if (w->ffn_gate_inp) /* the router, and the k experts a token runs */
+            bytes += w->ffn_gate_inp->nbytes +
+                     (w->ffn_gate_exps->nbytes + w->ffn_up_exps->nbytes +
+                      w->ffn_down_exps->nbytes) / (uint64_t)m->hp.n_expert *
+                         (uint64_t)m->hp.n_expert_used;
+        else
+            bytes += w->w_gate->nbytes + w->w_up->nbytes + w->w_down->nbytes;
         if (w->q_norm)
-            bytes += w->q_norm->nbytes + w->k_norm->nbytes + w->post_attn_norm->nbytes +
-                     w->post_ffn_norm->nbytes;
+            bytes += w->q_norm->nbytes + w->k_norm->nbytes;
+        if (w->post_attn_norm)
+            bytes += w->post_attn_norm->nbytes + w->post_ffn_norm->nbytes;
     }
     return bytes;
 }
 
 gt_type gt_model_main_type(const gt_model *m)
 {
-    return m->hp.n_layer > 0 ? m->layers[0].w_gate->type : m->output->type;
+    if (m->hp.n_layer == 0)
+        return m->output->type;
+    return m->layers[0].ffn_gate_exps ? m->layers[0].ffn_gate_exps->type
+                                      : m->layers[0].w_gate->type;
 }
 
 uint64_t gt_model_matrix_params(const gt_model *m)
@@ -286,8 +320,14 @@ uint64_t gt_model_matrix_params(const gt_model *m)
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
         n += (uint64_t)(w->wq->n_elements + w->wk->n_elements + w->wv->n_elements +
-                        w->wo->n_elements + w->w_gate->n_elements + w->w_up->n_elements +
-                        w->w_down->n_elements);
+                        w->wo->n_elements);
+        if (w->ffn_gate_inp) /* what one token multiplies: the router and k experts */
+            n += (uint64_t)w->ffn_gate_inp->n_elements +
+                 (uint64_t)(w->ffn_gate_exps->n_elements + w->ffn_up_exps->n_elements +
+                            w->ffn_down_exps->n_elements) /
+                     (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+        else
+            n += (uint64_t)(w->w_gate->n_elements + w->w_up->n_elements + w->w_down->n_elements);
     }
     return n;
 }

@@ -17,6 +17,7 @@
 typedef enum gt_arch {
     GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
     GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
+    GT_ARCH_QWEN3MOE, /* llama attention + QK-norm, NeoX RoPE; FFN = softmax-routed experts */
 } gt_arch;
 
 typedef struct gt_hparams {
@@ -42,6 +43,11 @@ typedef struct gt_hparams {
     int swa_window;    /* sliding window of the local layers (0: every layer is global) */
     int swa_period;    /* with a window: layer l is global when (l+1) % swa_period == 0 */
     float rope_base_local; /* rope base of the local layers */
+    /* mixture of experts (qwen3moe; 0 otherwise) */
+    int n_expert;      /* experts per layer */
+    int n_expert_used; /* experts each token runs (top-k of the router) */
+    int n_ff_exp;      /* one expert's feed-forward width */
+    bool expert_norm;  /* the k router weights are renormalized to sum to 1 */
     /* Hyper-parameters the file has no key for, taken from the architecture's
      * published defaults ("key=value, ..."; empty when none). */
     char defaulted[256];
@@ -62,11 +68,13 @@ const gt_hparams *gt_model_hparams(const gt_model *m);
 const gt_tokenizer *gt_model_tokenizer(const gt_model *m);
 const gt_gguf *gt_model_gguf(const gt_model *m);
 /* Bytes of weights read for one decoded token (all matrices once, plus one
- * embedding row): what "effective bandwidth" in benchmarks is based on. */
+ * embedding row; of a mixture of experts, the router and k experts): what
+ * "effective bandwidth" in benchmarks is based on. */
 uint64_t gt_model_weight_bytes_per_token(const gt_model *m);
 /* The weight type of the largest matrices (what "Q8_0 model" means). */
 gt_type gt_model_main_type(const gt_model *m);
-/* Number of parameters in the 2-D weight matrices (for FLOP counts). */
+/* Number of parameters in the weight matrices one token multiplies (for
+ * FLOP counts; a mixture of experts counts its router and k experts). */
 uint64_t gt_model_matrix_params(const gt_model *m);
 
 #endif
