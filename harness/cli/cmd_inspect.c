@@ -253,6 +253,10 @@ static void print_model(const char *path)
     if (hp->swa_window > 0)
         printf("  sliding window %d on local layers; layer l is global when (l+1) %% %d == 0\n",
                hp->swa_window, hp->swa_period);
+    if (hp->n_expert > 0)
+        printf("  experts %d per layer, %d used per token (softmax, top-k%s), expert ffn %d\n",
+               hp->n_expert, hp->n_expert_used, hp->expert_norm ? ", renormalized" : "",
+               hp->n_ff_exp);
     printf("  defaulted     %s\n",
            hp->defaulted[0] ? hp->defaulted : "(none: every value is in the file)");
     gt_model_free(m);
