@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gt/gguf.h"
+#include "gt/model.h"
 #include "net.h"
 #include "gt/synth.h"
 #include "base.h"
@@ -277,6 +278,28 @@ static void synth_path(const gt_artifacts *a, const gt_mx_model *md, const char 
              md->synth_preset, (unsigned long long)md->synth_seed, quant);
 }
 
+/* A file the runtime refuses to run (gt_model_load says
+ * GT_MODEL_UNSUPPORTED: an architecture, a tensor its graph does not use, a
+ * metadata key or value it does not implement) makes its cells skip
+ * "unsupported model: ...", a category the gate does not allow unless the
+ * matrix says so: a matrix with a model the runtime would run wrong never
+ * gates PASS, and plan names why before anything runs. Other load failures
+ * are left to the cells, which report them as errors. */
+static void check_model(gt_artifact *art, const gt_mx_model *md)
+{
+    gt_model *m = NULL;
+    gt_err err = {{0}};
+    int rc = gt_model_load(art->path, &m, &err);
+    gt_model_free(m);
+    if (rc != GT_MODEL_UNSUPPORTED)
+        return;
+    /* "PATH: unsupported: WHAT" -> WHAT */
+    const char *why = strstr(err.msg, ": unsupported: ");
+    why = why ? why + strlen(": unsupported: ") : err.msg;
+    art->state = GT_ART_UNSUPPORTED;
+    snprintf(art->reason, sizeof art->reason, "unsupported model: model %s: %s", md->id, why);
+}
+
 /* Makes (if needed) and hashes one synthetic variant. */
 static void make_synth(gt_artifacts *a, const gt_mx_model *md, const char *quant,
                        gt_artifact *art)
@@ -315,7 +338,9 @@ hash:;
     if (gt_sha256_file(art->path, art->sha256, &art->size, &herr) != 0) {
         art->state = GT_ART_ERROR;
         snprintf(art->reason, sizeof art->reason, "%s", herr.msg);
+        return;
     }
+    check_model(art, md);
 }
 
 const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
@@ -329,8 +354,12 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
         return art;
     }
     find_source(a, md, art);
-    if (art->state != GT_ART_OK || art->sha256[0]) /* failed, or fetched and verified */
+    if (art->state != GT_ART_OK)
         return art;
+    if (art->sha256[0]) { /* fetched and verified */
+        check_model(art, md);
+        return art;
+    }
     if (md->size >= 0 && art->size != (uint64_t)md->size) {
         art->state = GT_ART_ERROR;
         snprintf(art->reason, sizeof art->reason,
@@ -338,7 +367,8 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
                  (unsigned long long)art->size, (long long)md->size);
         return art;
     }
-    if (a->dry_run)
+    check_model(art, md);
+    if (a->dry_run || art->state != GT_ART_OK)
         return art;
     gt_err err = {{0}};
     if (gt_sha256_file(art->path, art->sha256, &art->size, &err) != 0) {
