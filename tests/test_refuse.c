@@ -23,7 +23,7 @@
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
 
-static const char *g_tiny; /* the synthetic llama file every case starts from */
+static char g_tiny[4096]; /* the synthetic llama file every case starts from */
 
 typedef enum { K_NONE, K_F32, K_STR, K_U32 } ktype;
 typedef struct extra {
@@ -328,6 +328,12 @@ START_TEST(plan_and_qualify_name_it)
     char *md = gt_test_slurp(gt_test_tmp("r.md"));
     ck_assert_msg(md && strstr(md, "blk.0.attn_sink_extra.weight"), "%.3000s", md ? md : "(none)");
     free(md);
+    /* The environment names the architecture of the model that ran. */
+    char *html = gt_test_slurp(gt_test_tmp("r.html"));
+    const char *env = html ? strstr(html, "<h3>Models</h3>") : NULL;
+    ck_assert_msg(env && strstr(env, "<td>good</td><td>llama</td>"), "%.2000s",
+                  env ? env : "(no Models table)");
+    free(html);
 
     /* A matrix that allows the category passes: the gate's policy, not
      * the runtime, is what made it fail. */
@@ -342,7 +348,7 @@ END_TEST
 int main(void)
 {
     gt_test_require_gauntlet();
-    g_tiny = gt_test_tmp("tiny.gguf");
+    snprintf(g_tiny, sizeof g_tiny, "%s", gt_test_tmp("tiny.gguf"));
     gt_err err = {{0}};
     if (gt_synth_write(g_tiny, "tiny", 1, GT_TYPE_F32, &err) != 0) {
         fprintf(stderr, "synth: %s\n", err.msg);

@@ -291,6 +291,13 @@ static void check_model(gt_artifact *art, const gt_mx_model *md)
     gt_err err = {{0}};
     int rc = gt_model_load(art->path, &m, &err);
     gt_model_free(m);
+    gt_gguf *g;
+    gt_err gerr = {{0}};
+    if (gt_gguf_open(art->path, &g, &gerr) == 0) { /* the report's environment names it */
+        const char *arch = gt_gguf_get_str(g, "general.architecture");
+        snprintf(art->arch, sizeof art->arch, "%s", arch ? arch : "");
+        gt_gguf_close(g);
+    }
     if (rc != GT_MODEL_UNSUPPORTED)
         return;
     /* "PATH: unsupported: WHAT" -> WHAT */
@@ -531,6 +538,7 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
         return art;
     }
     art->kind = "quant";
+    snprintf(art->arch, sizeof art->arch, "%s", src->arch); /* quantize keeps every key */
     if (a->dry_run) {
         snprintf(art->path, sizeof art->path, "%s/quants/<sha256 of %s>-%s-qv%d.gguf",
                  a->cache_dir, base_name(src->path), quant, GT_QUANTIZER_VERSION);
@@ -581,6 +589,8 @@ cJSON *gt_artifact_json(const gt_artifact *art, const char *model, const char *q
     cJSON_AddStringToObject(o, "path", art->path);
     cJSON_AddNumberToObject(o, "size", (double)art->size);
     cJSON_AddStringToObject(o, "kind", art->kind ? art->kind : "model");
+    if (art->arch[0])
+        cJSON_AddStringToObject(o, "arch", art->arch);
     cJSON_AddStringToObject(o, "model", model);
     if (quant)
         cJSON_AddStringToObject(o, "quant", quant);

@@ -58,6 +58,7 @@ typedef struct gt_artifact {
     uint64_t size;
     char reason[1024]; /* for MISSING/ERROR; what happens, for TO_MAKE */
     const char *kind;  /* "model", "quant", "synth" */
+    char arch[32];     /* general.architecture, once the file was looked at ("" before) */
 } gt_artifact;
 
 typedef struct gt_art_entry gt_art_entry;
