@@ -325,6 +325,8 @@ static void make_synth(gt_artifacts *a, const gt_mx_model *md, const char *quant
         art->state = is_file(art->path, NULL) ? GT_ART_OK : GT_ART_TO_MAKE;
         snprintf(art->reason, sizeof art->reason, "synthesize %s seed %llu as %s",
                  md->synth_preset, (unsigned long long)md->synth_seed, quant);
+        if (art->state == GT_ART_OK)
+            check_model(art, md);
         return;
     }
     char dir[PATH_MAX];
