@@ -272,6 +272,16 @@ START_TEST(inspect_names_it)
     ck_assert_msg(strstr(out, "\ntensors:\n") && strstr(strstr(out, "\ntensors:\n"),
                                                         "blk.0.attn_sink_extra.weight"), "%.3000s", out);
     ck_assert_ptr_nonnull(strstr(out, "llama.block_count"));
+    /* JSON says it too, with the same exit code. */
+    rc = gt_test_run_in(gt_test_tmp(""), out, sizeof out, BIN " inspect --json '%s'", bad);
+    ck_assert_msg(rc == 1 && strstr(out, "\"status\":\t\"unsupported\"") &&
+                      strstr(out, "\"reason\":\t\"unsupported: tensor blk.0.attn_sink_extra.weight"
+                                  " is not used by the llama graph\""),
+                  "rc %d: %.3000s", rc, strstr(out, "\"model\"") ? strstr(out, "\"model\"") : out);
+    rc = gt_test_run_in(gt_test_tmp(""), out, sizeof out, BIN " inspect --json '%s'", g_tiny);
+    ck_assert_msg(rc == 0 && strstr(out, "\"status\":\t\"ok\"") &&
+                      strstr(out, "\"architecture\":\t\"llama\""), "rc %d: %.3000s", rc,
+                  strstr(out, "\"model\"") ? strstr(out, "\"model\"") : out);
     /* The plain file: 0 and no such line (the control). */
     rc = gt_test_run_in(gt_test_tmp(""), out, sizeof out, BIN " inspect '%s'", g_tiny);
     ck_assert_msg(rc == 0 && !strstr(out, "unsupported"), "rc %d: %.3000s", rc, out);

@@ -236,6 +236,22 @@ static const char *type_label(int type)
     return b;
 }
 
+/* Whether the runtime runs the file: 0 (and *out the model) when it loads,
+ * 1 when it refuses it (why: "unsupported: ..."), 2 when it is not a model
+ * it can load for another reason (why: the error). */
+static int load_status(const char *path, gt_model **out, char *why, size_t cap)
+{
+    gt_err err = {{0}};
+    *out = NULL;
+    int rc = gt_model_load(path, out, &err);
+    /* The message is "PATH: ..."; the path is shown already. */
+    size_t n = strlen(path);
+    const char *w = strncmp(err.msg, path, n) == 0 && err.msg[n] == ':' ? err.msg + n + 2
+                                                                       : err.msg;
+    snprintf(why, cap, "%s", rc ? w : "");
+    return rc == 0 ? 0 : rc == GT_MODEL_UNSUPPORTED ? 1 : 2;
+}
+
 /* The hyper-parameters the runtime reads from the file, and which of them
  * came from the architecture's defaults because the file has no key. A
  * file that is not a loadable model (a tokenizer-only GGUF) says why; that
@@ -243,18 +259,14 @@ static const char *type_label(int type)
 static int print_model(const char *path)
 {
     gt_model *m;
-    gt_err err = {{0}};
-    int rc = gt_model_load(path, &m, &err);
-    if (rc == GT_MODEL_UNSUPPORTED) {
-        /* The message is "PATH: unsupported: ..."; the path is shown above. */
-        size_t n = strlen(path);
-        const char *why = strncmp(err.msg, path, n) == 0 && err.msg[n] == ':' ? err.msg + n + 2
-                                                                             : err.msg;
+    char why[1100];
+    int st = load_status(path, &m, why, sizeof why);
+    if (st == 1) {
         printf("\nmodel: %s\n", why);
         return 1;
     }
-    if (rc != 0) {
-        printf("\nmodel: not loadable by the runtime: %s\n", err.msg);
+    if (st == 2) {
+        printf("\nmodel: not loadable by the runtime: %s\n", why);
         return 0;
     }
     const gt_hparams *hp = gt_model_hparams(m);
@@ -454,7 +466,7 @@ static cJSON *json_kv(const gt_gguf *g, int64_t i)
     return o;
 }
 
-static int print_json(const char *path, const gt_gguf *g, bool tensors)
+static int print_json(const char *path, const gt_gguf *g, bool tensors, bool *unsupported)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root)
@@ -504,6 +516,23 @@ static int print_json(const char *path, const gt_gguf *g, bool tensors)
     }
     cJSON_AddNumberToObject(root, "total_bytes", (double)tt.all_bytes);
     cJSON_AddNumberToObject(root, "unknown_type_tensors", (double)tt.unknown);
+    /* "model": whether the runtime runs it ("ok", "unsupported" with why,
+     * "not loadable" with why, "none" for a file without tensors). */
+    cJSON *mo = cJSON_AddObjectToObject(root, "model");
+    int st = 3;
+    char why[1100] = "";
+    if (!tt.unknown && gt_gguf_n_tensors(g) > 0) {
+        gt_model *m;
+        st = load_status(path, &m, why, sizeof why);
+        if (m)
+            cJSON_AddStringToObject(mo, "architecture", gt_model_hparams(m)->arch);
+        gt_model_free(m);
+    }
+    static const char *const NAMES[] = {"ok", "unsupported", "not loadable", "none"};
+    cJSON_AddStringToObject(mo, "status", NAMES[st]);
+    if (why[0])
+        cJSON_AddStringToObject(mo, "reason", why);
+    *unsupported = st == 1;
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text)
@@ -550,8 +579,9 @@ int cmd_inspect(int argc, char **argv)
         return GT_EXIT_USAGE;
     }
     int rc = GT_EXIT_OK;
+    bool unsupported = false;
     if (json) {
-        if (print_json(path, g, tensors) != 0) {
+        if (print_json(path, g, tensors, &unsupported) != 0) {
             fprintf(stderr, "gauntlet inspect: out of memory building the JSON output\n");
             rc = GT_EXIT_USAGE;
         }
@@ -561,7 +591,8 @@ int cmd_inspect(int argc, char **argv)
     totals tt;
     count_types(g, &tt);
     /* A file with no tensors (a vocabulary GGUF) is no model to refuse. */
-    bool unsupported = !json && !tt.unknown && gt_gguf_n_tensors(g) > 0 && print_model(path) != 0;
+    if (!json && !tt.unknown && gt_gguf_n_tensors(g) > 0)
+        unsupported = print_model(path) != 0;
     if (!json && gt_gguf_n_tensors(g) == 0)
         printf("\nmodel: none (no tensors: a vocabulary or metadata-only file)\n");
     gt_gguf_close(g);
