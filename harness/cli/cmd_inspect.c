@@ -21,7 +21,9 @@
  * the file is fine, running it here is not. Exit codes: 0 ok (a GGUF that
  * is not a model at all, such as a vocabulary file, is ok); 1 unknown tensor
  * types or an unsupported model; 2 for bad usage and for a file that cannot
- * be opened or fails validation. */
+ * be opened or fails validation. JSON output carries the same verdict as
+ * "model": {"status": "ok" | "unsupported" | "not loadable" | "none",
+ * "reason", "architecture"}. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -599,7 +601,7 @@ int cmd_inspect(int argc, char **argv)
     if (unsupported) {
         fflush(stdout); /* after the listing, also where both go to one pipe */
         fprintf(stderr, "gauntlet inspect: %s: the runtime does not support this model (see "
-                        "\"model:\" above)\n", path);
+                        "\"model\" above)\n", path);
         rc = rc == GT_EXIT_OK ? GT_EXIT_FAIL : rc;
     }
     if (tt.unknown) {
