@@ -57,7 +57,8 @@ int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_
                         const gt_gguf_tensor **out, gt_err *err);
 
 /* model_keys.c: of the keys whose key_read[i] is 0, lists those not known to
- * be harmless ("K = V, ...") into buf and returns how many there are. */
+ * be harmless ("K = V, ...", the first six, then "and N more") into buf and
+ * returns how many there are. */
 int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
                          char *buf, size_t cap);
 

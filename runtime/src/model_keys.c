@@ -71,6 +71,8 @@ static const harmless HARMLESS[] = {
     {"use_parallel_residual", IF_FALSE, "false: the sequential residual every graph here has"},
 };
 
+#define SHOWN 6 /* keys named in the message; the rest are counted */
+
 /* Namespaces that are not the graph's (see the top of the file). */
 static const char *const OTHER_OWNERS[] = {"general.", "tokenizer.", "split.", "quantize.",
                                            "gauntlet."};
@@ -169,10 +171,12 @@ int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_
             continue;
         char v[64];
         show_value(g, i, v, sizeof v);
-        if (k < cap)
+        if (n < SHOWN && k < cap)
             k += (size_t)snprintf(buf + k, cap - k, "%s%s = %s", n ? ", " : "",
                                   gt_gguf_key(g, i), v);
         n++;
     }
+    if (n > SHOWN && k < cap)
+        snprintf(buf + k, cap - k, " and %d more", n - SHOWN);
     return n;
 }
