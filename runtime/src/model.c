@@ -112,6 +112,7 @@ int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const
     return 0;
 }
 
+/* The short names this file has always used. */
 #define arch_int gt_model_arch_int
 #define arch_float gt_model_arch_float
 
