@@ -69,7 +69,9 @@ int gt_qwen3moe_weights(gt_model *m, gt_err *err)
         char n[96];
 #define W(field, suffix, cols, rows, planes)                            \
     snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix);               \
-    if (gt_model_weight(g, n, cols, rows, planes, &w->field, err)) return -1;
+    if ((planes > 1 ? gt_model_weight3(g, n, cols, rows, planes, &w->field, err)  \
+                    : gt_model_weight(g, n, cols, rows, &w->field, err)))          \
+        return -1;
         W(attn_norm, "attn_norm", E, 1, 1)
         W(wq, "attn_q", E, QD, 1)
         W(wk, "attn_k", E, KV, 1)
