@@ -521,8 +521,8 @@ START_TEST(load_errors)
     gt_gguf_writer_set_u32(w, "tokenizer.ggml.add_bos_token", 1);
     expect_load_error(w, "e9.gguf", "add_bos_token is a uint32, expected a bool");
 
-    expect_load_error(bpe_writer(NULL, 0, m_ok, 1, "qwen2"), "e10.gguf",
-                      "unsupported tokenizer.ggml.pre 'qwen2'");
+    expect_load_error(bpe_writer(NULL, 0, m_ok, 1, "qwen35"), "e10.gguf",
+                      "unsupported tokenizer.ggml.pre 'qwen35'");
     expect_load_error(bpe_writer(NULL, 0, m_bad, 1, NULL), "e11.gguf",
                       "merge 0 ('ab') is not two pieces");
 
