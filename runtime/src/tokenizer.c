@@ -1,8 +1,10 @@
-/* tokenizer.c: the tokenizer's public face: encoding entry point, decoding.
- * Building one from GGUF metadata is tokenizer_load.c; the merge loop is
- * tokenizer_encode.c, the GPT-2 pre-tokenizer tokenizer_pretok.c and the
- * hash lookups that load and encode share tokenizer_vocab.c. Calls run one
- * way: this file -> load, encode, pretok -> vocab.
+/* tokenizer.c: the tokenizer's public face: encoding entry point (the split
+ * of the text at special tokens, by parse mode), decoding. Building one from
+ * GGUF metadata is tokenizer_load.c, which special tokens and when is
+ * tokenizer_special.c; the merge loop is tokenizer_encode.c, the GPT-2-style
+ * pre-tokenizers tokenizer_pretok.c and the hash lookups and byte mapping
+ * that load and encode share tokenizer_vocab.c. Calls run one way: this
+ * file -> load -> special; this file -> encode -> pretok; all -> vocab.
  *
  * What each token decodes to is precomputed at load, so streaming decode is
  * a memcpy. */
@@ -16,37 +18,6 @@
 
 /* Keeps every count in an int: llama may emit three byte tokens per byte. */
 #define MAX_TEXT ((size_t)1 << 28)
-
-/* ---- GPT-2 byte <-> code point mapping ---------------------------------- */
-
-/* Printable Latin-1 bytes stand for themselves; the other 68 (0x00-0x20,
- * 0x7F-0xA0, 0xAD) are numbered from U+0100 up, in byte order. */
-static bool byte_is_printable(unsigned b)
-{
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
-uint32_t gt_tok_byte_to_cp(unsigned b)
-{
-    if (byte_is_printable(b))
-        return b;
-    if (b <= 0x20)
-        return 0x100 + b;
-    if (b >= 0x7F && b <= 0xA0)
-        return 0x121 + (b - 0x7F);
-    return 0x143; /* 0xAD, soft hyphen */
-}
-
-int gt_tok_cp_to_byte(uint32_t cp)
-{
-    if (cp < 0x100)
-        return byte_is_printable(cp) ? (int)cp : -1;
-    if (cp <= 0x120)
-        return (int)(cp - 0x100);
-    if (cp <= 0x142)
-        return (int)(0x7F + cp - 0x121);
-    return cp == 0x143 ? 0xAD : -1;
-}
 
 void gt_tokenizer_free(gt_tokenizer *t)
 {
