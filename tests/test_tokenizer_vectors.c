@@ -225,12 +225,12 @@ END_TEST
 
 /* ---- parse modes on a vocabulary written here ---------------------------- */
 
-/* A byte-level BPE vocabulary: the 256 byte tokens, "ab" by one merge, and
- * special pieces of each type. */
+/* A byte-level BPE vocabulary: the 256 byte tokens, "ab" by one merge,
+ * special pieces of each type, and "abc" (262), which no merge reaches. */
 static gt_tokenizer *small_bpe(const char *pre, const char *name)
 {
-    const char *extra[] = {"ab", "<|im_end|>", "<|mine|>", "</s>", "<|end|>", "<|user|>"};
-    const int32_t extra_type[] = {1, 3, 4, 4, 3, 3};
+    const char *extra[] = {"ab", "<|im_end|>", "<|mine|>", "</s>", "<|end|>", "<|user|>", "abc"};
+    const int32_t extra_type[] = {1, 3, 4, 4, 3, 3, 1};
     const int n_extra = (int)(sizeof extra / sizeof extra[0]);
     const int n = 256 + n_extra;
     char **tokens = calloc((size_t)n, sizeof *tokens);
@@ -338,6 +338,19 @@ START_TEST(phi3_rstrip)
 }
 END_TEST
 
+/* Llama 3's pre-tokenizer takes a pre-token that is a token whole, merges
+ * or not (llama.cpp's ignore_merges); GPT-2's merges. */
+START_TEST(llama3_ignore_merges)
+{
+    gt_tokenizer *t = small_bpe("llama-bpe", NULL);
+    ck_assert_str_eq(ids_of(t, "abc", false), "262");
+    gt_tokenizer_free(t);
+    t = small_bpe("gpt-2", NULL);
+    ck_assert_str_eq(ids_of(t, "abc", false), "256 99");
+    gt_tokenizer_free(t);
+}
+END_TEST
+
 /* An unknown tokenizer.ggml.pre is refused by name, never defaulted. */
 START_TEST(unknown_pre_refused)
 {
@@ -374,6 +387,7 @@ int main(void)
     tcase_add_test(tc, parse_modes);
     tcase_add_test(tc, phi3_rstrip);
     tcase_add_test(tc, unknown_pre_refused);
+    tcase_add_test(tc, llama3_ignore_merges);
     gt_test_add_if(tc, vectors_llama_bpe, gt_test_model("vocab/ggml-vocab-llama-bpe.gguf"),
                    no_vocab);
     gt_test_add_if(tc, vectors_qwen2, gt_test_model("vocab/ggml-vocab-qwen2.gguf"), no_vocab);
