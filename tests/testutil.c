@@ -247,6 +247,12 @@ static const char *fetched_model(const char *env_name, const char *file, char *o
     return exists(out) ? out : NULL;
 }
 
+const char *gt_test_fetched(const char *env_name, const char *file)
+{
+    static char out[4096];
+    return fetched_model(env_name, file, out, sizeof out);
+}
+
 const char *gt_test_smollm2(void)
 {
     static char out[4096];

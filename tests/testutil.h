@@ -74,6 +74,10 @@ const char *gt_test_smollm2(void);
  * fills), or NULL. */
 const char *gt_test_gemma3(void);
 
+/* A fetched model: the file $env_name names, else FILE in the fetch cache
+ * (ci/fetch-models.sh); NULL when neither exists. Static storage. */
+const char *gt_test_fetched(const char *env_name, const char *file);
+
 /* A fresh path in a per-process temporary folder, e.g. gt_test_tmp("bad.gguf"). */
 const char *gt_test_tmp(const char *name);
 
