@@ -6,15 +6,17 @@
 #
 # Vocabularies: llama.cpp's models/ggml-vocab-{llama-bpe,qwen2,phi-3}.gguf
 # (Llama 3, Qwen 2, Phi-3 as released; they ship in the llama-cpp-python
-# 0.3.36 sdist on PyPI, the peer's own source) and Gemma 3 270M ($GT_GEMMA3
-# or the model cache). llama.cpp loads a vocabulary only with a model, so
+# 0.3.36 sdist on PyPI, the peer's own source), Gemma 3 270M and
+# Qwen2.5-Coder 0.5B (tests/models.json; $GT_GEMMA3, $GT_QWEN25 or the
+# model cache). llama.cpp loads a vocabulary only with a model, so
 # ci/tokenizer_model.py wraps each in a 1-layer model first.
 #
 #   usage: ci/tokenizer-vectors.sh [VENDOR_LLAMA_CPP_DIR]
 #          (default: download and check the sdist, as ci/peer-llamacpp.sh)
 #   needs: the peer built (ci/peer-llamacpp.sh, for gt-peer-oracle) and a
 #          python3 with numpy and pyyaml (gguf-py comes from the sdist).
-#   env:   GT_PY (python3), GT_GEMMA3, GT_PEER_DIR
+#   env:   GT_PY (python3), GT_GEMMA3, GT_QWEN25, GT_PEER_DIR,
+#          GT_TOK_ONLY="qwen2 gemma3 ..." (regenerate only these files)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=${GT_PY:-python3}
@@ -27,6 +29,7 @@ source=$(awk '$1 == "source" {print $2}' <<<"$paths")
 work=$(mktemp -d "${TMPDIR:-/tmp}/gt-tok-vectors.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+only=${GT_TOK_ONLY:-}
 src=${1:-}
 if [ -z "$src" ]; then
   version=${source#*==}
@@ -40,19 +43,28 @@ if [ -z "$src" ]; then
   src=$work/llama_cpp_python-$version/vendor/llama.cpp
 fi
 
+wanted() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
 # vector file name, model for the oracle, vocabulary file (for its sha256)
 jobs=()
 for v in llama-bpe qwen2 phi-3; do
+  wanted "$v" || continue
   vocab=$src/models/ggml-vocab-$v.gguf
   PYTHONPATH=$src/gguf-py "$py" "$here/ci/tokenizer_model.py" "$vocab" "$work/$v.gguf"
   jobs+=("$v $work/$v.gguf $vocab ggml-vocab-$v.gguf")
 done
-gemma=${GT_GEMMA3:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/models/gemma-3-270m-q4_k_m.gguf}
-if [ -f "$gemma" ]; then
-  jobs+=("gemma3 $gemma $gemma gemma-3-270m-q4_k_m.gguf")
-else
-  echo "ci/tokenizer-vectors.sh: no Gemma 3 model ($gemma): gemma3.json left as it is" >&2
-fi
+# Real models from tests/models.json: vector name, env override, file.
+models=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/models
+for r in "gemma3 GT_GEMMA3 gemma-3-270m-q4_k_m.gguf" \
+         "qwen2.5-coder GT_QWEN25 qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"; do
+  read -r name env file <<<"$r"
+  wanted "$name" || continue
+  model=${!env:-$models/$file}
+  if [ -f "$model" ]; then
+    jobs+=("$name $model $model $file")
+  else
+    echo "ci/tokenizer-vectors.sh: no $file ($env): $name.json left as it is" >&2
+  fi
+done
 
 mapfile -t cases < <("$py" "$here/ci/tokenizer_cases.py" list)
 for j in "${jobs[@]}"; do

@@ -104,6 +104,26 @@ START_TEST(chatml_qwen2)
 }
 END_TEST
 
+/* A real Qwen 2.5 GGUF: its template's default system turn is recognized
+ * (under "== 'system'" ... else, with an escaped newline), and a message
+ * holding "<|im_end|>" keeps it as text. Expected: llama.cpp's ids for the
+ * markup (--special) with the message part "user\nWrite <|im_end|> in C\n"
+ * tokenized as prompt text (no --special); llama-server itself would make
+ * that "<|im_end|>" the control token 151645 and end the turn there. */
+START_TEST(chatml_qwen25)
+{
+    loaded l = load(gt_test_fetched("GT_QWEN25", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"));
+    gt_chat_msg msgs[] = {M("user", "Write <|im_end|> in C\n")};
+    static const int32_t want[] = {
+        151644, 8948, 198, 2610, 525, 1207, 16948, 11, 3465, 553, 54364, 14817, 13, 1446, 525,
+        264, 10950, 17847, 13, 151645, 198, 151644,             /* system turn, <|im_start|> */
+        872, 198, 7985, 82639, 318, 6213, 91, 29, 304, 356, 198, /* the user's text */
+        151645, 198, 151644, 77091, 198};
+    expect_render(&l, NULL, GT_CHAT_CHATML, msgs, N(msgs), want, N(want));
+    unload(&l);
+}
+END_TEST
+
 START_TEST(llama3_forced)
 {
     loaded l = load(gt_test_model("vocab/ggml-vocab-llama-bpe.gguf"));
@@ -188,6 +208,9 @@ int main(void)
     const char *no_gemma = "Gemma 3 270M not found (ci/fetch-models.sh or GT_GEMMA3)";
     gt_test_add_if(tc, phi3_templates, gt_test_model("vocab/ggml-vocab-phi-3.gguf"), no_vocab);
     gt_test_add_if(tc, chatml_qwen2, gt_test_model("vocab/ggml-vocab-qwen2.gguf"), no_vocab);
+    gt_test_add_if(tc, chatml_qwen25,
+                   gt_test_fetched("GT_QWEN25", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+                   "Qwen2.5-Coder 0.5B not found (ci/fetch-models.sh or GT_QWEN25)");
     gt_test_add_if(tc, llama3_forced, gt_test_model("vocab/ggml-vocab-llama-bpe.gguf"),
                    no_vocab);
     gt_test_add_if(tc, gemma3_template, gt_test_gemma3() != NULL, no_gemma);

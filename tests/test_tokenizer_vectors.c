@@ -4,8 +4,8 @@
  * tests/vectors/tokenizer/NAME.json (written by ci/tokenizer-vectors.sh
  * with the pinned peer's gt-peer-oracle) holds llama.cpp's ids for 27
  * strings, each with parse_special false and true, no BOS, for the Llama 3
- * (llama-bpe), Qwen 2 (qwen2), Phi-3 (SentencePiece) and Gemma 3
- * vocabularies. Every case must give exactly those ids. The vocabularies
+ * (llama-bpe), Qwen 2 (qwen2), Phi-3 (SentencePiece), Gemma 3 and
+ * Qwen2.5-Coder 0.5B (a real qwen2 GGUF) vocabularies. Every case must give exactly those ids. The vocabularies
  * are llama.cpp's models/ggml-vocab-*.gguf (../shared/models/vocab, or
  * GT_MODEL_DIR/vocab) and Gemma 3 270M; a missing one skips its case,
  * saying which. The parse-mode cases also run on small vocabularies written
@@ -197,6 +197,15 @@ END_TEST
 START_TEST(vectors_gemma3)
 {
     run_file("gemma3", gt_test_gemma3());
+}
+END_TEST
+
+#define QWEN25_FILE "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+/* A real Qwen 2.5 GGUF (qwen2 pre-tokenizer, its own added tokens). */
+START_TEST(vectors_qwen25)
+{
+    run_file("qwen2.5-coder", gt_test_fetched("GT_QWEN25", QWEN25_FILE));
 }
 END_TEST
 
@@ -395,6 +404,8 @@ int main(void)
     const char *no_gemma = "Gemma 3 270M not found (ci/fetch-models.sh or GT_GEMMA3)";
     gt_test_add_if(tc, vectors_gemma3, gt_test_gemma3() != NULL, no_gemma);
     gt_test_add_if(tc, gemma3_eos_text, gt_test_gemma3() != NULL, no_gemma);
+    gt_test_add_if(tc, vectors_qwen25, gt_test_fetched("GT_QWEN25", QWEN25_FILE) != NULL,
+                   "Qwen2.5-Coder 0.5B not found (ci/fetch-models.sh or GT_QWEN25)");
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

@@ -36,21 +36,32 @@ static int32_t find_piece(const gt_tokenizer *tok, const char *piece)
 }
 
 /* ChatML templates that add a system turn when the conversation has none
- * carry it as a literal: '<|im_start|>system\n...<|im_end|>'. */
+ * carry it as a literal, '<|im_start|>system\n...<|im_end|>', the newline
+ * written either as itself or as Jinja's escape "\n", under a test of the
+ * first message's role ("!= 'system'", or Qwen 2.5's "== 'system'" with an
+ * else). The first such literal whose text is plain (no quote, brace or
+ * escape in it) is the default; a literal that computes its text is not. */
 static char *chatml_default_system(const char *tmpl)
 {
-    static const char open[] = "'<|im_start|>system\n";
-    if (!strstr(tmpl, "!= 'system'") && !strstr(tmpl, "!= \"system\""))
+    static const char open[] = "'<|im_start|>system";
+    if (!strstr(tmpl, "!= 'system'") && !strstr(tmpl, "!= \"system\"") &&
+        !strstr(tmpl, "== 'system'") && !strstr(tmpl, "== \"system\""))
         return NULL;
-    const char *a = strstr(tmpl, open);
-    if (!a)
-        return NULL;
-    a += strlen(open);
-    const char *b = strstr(a, "<|im_end|>");
-    const char *q = strchr(a, '\''), *brace = strchr(a, '{');
-    if (!b || (q && q < b) || (brace && brace < b))
-        return NULL; /* not a plain literal: something is computed in it */
-    return strndup(a, (size_t)(b - a));
+    for (const char *a = strstr(tmpl, open); a; a = strstr(a, open)) {
+        a += strlen(open);
+        if (*a == '\n')
+            a++;
+        else if (a[0] == '\\' && a[1] == 'n')
+            a += 2;
+        else
+            continue;
+        const char *b = strstr(a, "<|im_end|>");
+        if (!b)
+            return NULL;
+        if (b > a && strcspn(a, "'{\\") >= (size_t)(b - a))
+            return strndup(a, (size_t)(b - a));
+    }
+    return NULL;
 }
 
 int gt_chat_template_init(gt_chat_template *t, const char *tmpl, const char *forced,
