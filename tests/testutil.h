@@ -32,7 +32,10 @@ static inline bool gt_test_sanitized(void)
 }
 
 /* Path of a file under ../shared/models (e.g. "stories260K.gguf"), or under
- * $GT_MODEL_DIR when set; NULL when absent. Static storage. */
+ * $GT_MODEL_DIR when set; NULL when absent. Static storage. A "vocab/..."
+ * file not found there is looked up in the fetch cache's models folder,
+ * where ci/fetch-vocabs.sh puts llama.cpp's vocabularies (so a fresh clone
+ * has them too). */
 const char *gt_test_model(const char *relpath);
 
 /* Path of a file under ../shared itself (e.g. "schemas/junit.xsd"); NULL
