@@ -1,5 +1,5 @@
-/* model.c: reading a model out of a GGUF artifact: the llama family and
- * Gemma 3.
+/* model.c: reading a model out of a GGUF artifact: the llama family,
+ * Gemma 3, and Qwen 2/3 (their own parts in model_qwen.c).
  *
  * Hyper-parameters come from "<arch>.*" metadata, weights are looked up by
  * their llama.cpp names and checked against the shapes the hyper-parameters
@@ -55,6 +55,18 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
         return gt_err_set(err, "metadata key %s is a %s, expected a number", full,
                           gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
     return 0;
+}
+
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err)
+{
+    return arch_int(g, arch, key, def, out, err);
+}
+
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err)
+{
+    return arch_float(g, arch, key, def, out, err);
 }
 
 /* Gemma 3's published values for what its GGUF files do not store. */
@@ -114,9 +126,10 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
     const bool gemma3 = strcmp(arch, "gemma3") == 0;
-    if (!llama && !gemma3)
+    const bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
+    if (!llama && !gemma3 && !qwen)
         return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
-                               "gemma3)", arch);
+                               "gemma3, qwen2, qwen3)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -144,6 +157,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->rms_eps = (float)f;
     if (gemma3)
         return read_gemma3(g, hp, err);
+    if (qwen)
+        return gt_model_read_qwen(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
     if (hp->n_embd % hp->n_head != 0)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
@@ -176,10 +191,16 @@ static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows
                           name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                           (long long)t->ne[3], (long long)cols, (long long)rows);
     if (rows == 1 && t->type != GT_TYPE_F32)
-        return gt_err_set(err, "tensor %s is %s; norm weights must be f32", name,
-                          gt_type_name(t->type));
+        return gt_err_set(err, "tensor %s is %s; one-row weights (norms, biases) must be f32",
+                          name, gt_type_name(t->type));
     *out = t;
     return 0;
+}
+
+int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                    const gt_gguf_tensor **out, gt_err *err)
+{
+    return weight(g, name, cols, rows, out, err);
 }
 
 static int find_weights(gt_model *m, gt_err *err)
@@ -221,6 +242,9 @@ static int find_weights(gt_model *m, gt_err *err)
             W(post_ffn_norm, "post_ffw_norm", E, 1)
         }
 #undef W
+        if ((hp->arch_id == GT_ARCH_QWEN2 || hp->arch_id == GT_ARCH_QWEN3) &&
+            gt_model_qwen_layer(m, l, err) != 0)
+            return -1;
     }
     return 0;
 }
@@ -268,9 +292,10 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
         bytes += w->attn_norm->nbytes + w->wq->nbytes + w->wk->nbytes + w->wv->nbytes +
                  w->wo->nbytes + w->ffn_norm->nbytes + w->w_gate->nbytes + w->w_up->nbytes +
                  w->w_down->nbytes;
-        if (w->q_norm)
-            bytes += w->q_norm->nbytes + w->k_norm->nbytes + w->post_attn_norm->nbytes +
-                     w->post_ffn_norm->nbytes;
+        const gt_gguf_tensor *opt[] = {w->q_norm, w->k_norm, w->post_attn_norm,
+                                       w->post_ffn_norm, w->bq, w->bk, w->bv};
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+            bytes += opt[i] ? opt[i]->nbytes : 0;
     }
     return bytes;
 }

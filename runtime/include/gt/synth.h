@@ -1,4 +1,4 @@
-/* synth.h: synthetic llama-architecture models, written as GGUF.
+/* synth.h: synthetic models (llama, qwen2, qwen3), written as GGUF.
  *
  * A synthetic model has a real model's shape, metadata and tokenizer but
  * seeded random weights, so tests and CI have artifacts of any size and any
@@ -20,7 +20,12 @@ typedef struct gt_synth_shape {
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_base, rms_eps;
     bool tied_output; /* no output.weight: token_embd doubles as the output */
+    const char *arch; /* general.architecture; NULL means "llama" */
+    int head_dim;     /* 0: n_embd / n_head; else written as attention.key_length */
 } gt_synth_shape;
+
+/* The preset's architecture ("llama" when it names none). */
+const char *gt_synth_arch(const gt_synth_shape *p);
 
 /* The preset called name, or NULL. */
 const gt_synth_shape *gt_synth_preset(const char *name);
