@@ -10,7 +10,16 @@
  * Gemma 3 files carry no key for some values every Gemma 3 has (the local
  * layers' rope base, which layers are global, the attention scale); those
  * are named defaults below, a key overrides them when a file has one, and
- * hp->defaulted lists what was defaulted (gauntlet inspect shows it). */
+ * hp->defaulted lists what was defaulted (gauntlet inspect shows it).
+ *
+ * What is not understood is refused. The metadata and weight readers below
+ * (exposed to architecture files in model_internal.h) record every key and
+ * tensor they return in the load running on this thread. After the
+ * architecture has found its weights, a tensor nobody looked up, or a key
+ * nobody read that model_keys.c does not list as harmless, fails the load
+ * with "unsupported: ..." naming them all (GT_MODEL_UNSUPPORTED): a file
+ * whose extra tensor or scaling key we ignored would otherwise run wrong
+ * and agree with itself on every backend. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -21,12 +30,44 @@
 /* Architectures that share the llama graph (RMSNorm, RoPE, GQA, SwiGLU). */
 static const char *const LLAMA_LIKE[] = {"llama", "mistral"};
 
-static int arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                    int64_t *out, gt_err *err)
+/* What the load running on this thread has read of its file. Loads are
+ * synchronous, so a thread-local record reaches every reader without
+ * changing their signatures; a reader called outside a load (or on another
+ * file) records nothing. */
+typedef struct load_use {
+    const gt_gguf *g;
+    uint8_t *key_read;    /* (n_kv) */
+    uint8_t *tensor_used; /* (n_tensors) */
+} load_use;
+static _Thread_local load_use *t_use;
+
+static void note_key(const gt_gguf *g, int64_t i)
+{
+    if (t_use && t_use->g == g && i >= 0 && i < gt_gguf_n_kv(g))
+        t_use->key_read[i] = 1;
+}
+
+static void note_tensor(const gt_gguf *g, const gt_gguf_tensor *t)
+{
+    if (t_use && t_use->g == g && t)
+        t_use->tensor_used[t - gt_gguf_tensor_at(g, 0)] = 1;
+}
+
+/* The index of "<arch>.<key>" (-1 if absent), recorded as read. */
+static int64_t arch_key(const gt_gguf *g, const char *arch, const char *key, char *full,
+                        size_t cap)
+{
+    snprintf(full, cap, "%s.%s", arch, key);
+    int64_t i = gt_gguf_find_key(g, full);
+    note_key(g, i);
+    return i;
+}
+
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err)
 {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
     if (i < 0) {
         if (def < 0)
             return gt_err_set(err, "metadata key %s is missing", full);
@@ -41,12 +82,11 @@ static int arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t
     return 0;
 }
 
-static int arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                      double *out, gt_err *err)
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err)
 {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
     if (i < 0) {
         *out = def;
         return 0;
@@ -57,17 +97,24 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
     return 0;
 }
 
-int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                      int64_t *out, gt_err *err)
+int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
+                      const char **out, gt_err *err)
 {
-    return arch_int(g, arch, key, def, out, err);
+    char full[128];
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
+    if (i < 0) {
+        *out = def;
+        return 0;
+    }
+    if (!(*out = gt_gguf_kv_str(g, i, NULL)))
+        return gt_err_set(err, "metadata key %s is a %s, expected a string", full,
+                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
+    return 0;
 }
 
-int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                        double *out, gt_err *err)
-{
-    return arch_float(g, arch, key, def, out, err);
-}
+/* The short names this file has always used. */
+#define arch_int gt_model_arch_int
+#define arch_float gt_model_arch_float
 
 /* Gemma 3's published values for what its GGUF files do not store. */
 #define GEMMA3_ROPE_BASE_LOCAL 10000.0 /* local (sliding-window) layers */
@@ -128,8 +175,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     const bool gemma3 = strcmp(arch, "gemma3") == 0;
     const bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
     if (!llama && !gemma3 && !qwen)
-        return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
-                               "gemma3, qwen2, qwen3)", arch);
+        return gt_err_set(err, "unsupported: architecture '%s' is not implemented (implemented: "
+                               "llama, mistral, gemma3, qwen2, qwen3)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -164,6 +211,17 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
                           hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
+    /* llama.cpp lets these differ from n_embd / n_head; this graph does not. */
+    int64_t kl, vl;
+    if (arch_int(g, arch, "attention.key_length", hp->head_dim, &kl, err) ||
+        arch_int(g, arch, "attention.value_length", hp->head_dim, &vl, err))
+        return -1;
+    if (kl != hp->head_dim || vl != hp->head_dim)
+        return gt_err_set(err, "unsupported: metadata key %s.attention.%s = %lld is not "
+                               "implemented (the llama graph's head size is n_embd / "
+                               "head_count = %d)", arch,
+                          kl != hp->head_dim ? "key_length" : "value_length",
+                          (long long)(kl != hp->head_dim ? kl : vl), hp->head_dim);
     hp->q_dim = hp->n_embd;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
@@ -177,22 +235,31 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     return 0;
 }
 
-/* Finds a weight and checks it is [rows x cols] (ne[0] = cols). */
-static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                  const gt_gguf_tensor **out, gt_err *err)
+/* Checks that t is [rows x cols] (ne[0] = cols; rows 1: a 1-D f32 vector). */
+static int check_shape(const gt_gguf_tensor *t, int64_t cols, int64_t rows, gt_err *err)
 {
-    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
-    if (!t)
-        return gt_err_set(err, "tensor %s is missing", name);
     int64_t want_dims = rows == 1 ? 1 : 2;
     if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
         (t->n_dims != want_dims && !(rows == 1 && t->n_dims == 2)))
         return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld",
-                          name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                           (long long)t->ne[3], (long long)cols, (long long)rows);
     if (rows == 1 && t->type != GT_TYPE_F32)
         return gt_err_set(err, "tensor %s is %s; one-row weights (norms, biases) must be f32",
-                          name, gt_type_name(t->type));
+                          t->name, gt_type_name(t->type));
+    return 0;
+}
+
+int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                        const gt_gguf_tensor **out, gt_err *err)
+{
+    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
+    *out = NULL;
+    if (!t)
+        return 0;
+    if (check_shape(t, cols, rows, err))
+        return -1;
+    note_tensor(g, t);
     *out = t;
     return 0;
 }
@@ -200,8 +267,14 @@ static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows
 int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                     const gt_gguf_tensor **out, gt_err *err)
 {
-    return weight(g, name, cols, rows, out, err);
+    if (gt_model_weight_opt(g, name, cols, rows, out, err))
+        return -1;
+    if (!*out)
+        return gt_err_set(err, "tensor %s is missing", name);
+    return 0;
 }
+
+#define weight gt_model_weight
 
 static int find_weights(gt_model *m, gt_err *err)
 {
@@ -211,9 +284,8 @@ static int find_weights(gt_model *m, gt_err *err)
     const bool gemma3 = hp->arch_id == GT_ARCH_GEMMA3;
     if (weight(g, "token_embd.weight", E, hp->n_vocab, &m->tok_embd, err)) return -1;
     if (weight(g, "output_norm.weight", E, 1, &m->out_norm, err)) return -1;
-    if (gt_gguf_find_tensor(g, "output.weight")) {
-        if (weight(g, "output.weight", E, hp->n_vocab, &m->output, err)) return -1;
-    } else {
+    if (gt_model_weight_opt(g, "output.weight", E, hp->n_vocab, &m->output, err)) return -1;
+    if (!m->output) {
         m->output = m->tok_embd;
         m->hp.tied_output = true;
     }
@@ -249,24 +321,101 @@ static int find_weights(gt_model *m, gt_err *err)
     return 0;
 }
 
+/* Lists up to SHOWN names of the tensors no reader looked up into buf;
+ * returns how many there are. */
+#define SHOWN 6
+static int unused_tensors(const gt_gguf *g, const uint8_t *used, char *buf, size_t cap)
+{
+    int n = 0;
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
+        if (used[i])
+            continue;
+        if (n < SHOWN && k < cap)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s", n ? ", " : "",
+                                  gt_gguf_tensor_at(g, i)->name);
+        n++;
+    }
+    if (n > SHOWN && k < cap)
+        snprintf(buf + k, cap - k, " and %d more", n - SHOWN);
+    return n;
+}
+
+/* The refusal: every tensor and key the architecture left alone. */
+static int check_all_used(const gt_model *m, const load_use *use, gt_err *err)
+{
+    char tensors[400], keys[600];
+    int nt = unused_tensors(m->gguf, use->tensor_used, tensors, sizeof tensors);
+    int nk = gt_model_unread_keys(m->gguf, m->hp.arch, use->key_read, keys, sizeof keys);
+    if (!nt && !nk)
+        return 0;
+    char tpart[512] = "", kpart[700] = "";
+    if (nt)
+        snprintf(tpart, sizeof tpart, "tensor%s %s %s not used by the %s graph", nt > 1 ? "s" : "",
+                 tensors, nt > 1 ? "are" : "is", m->hp.arch);
+    if (nk)
+        snprintf(kpart, sizeof kpart, "metadata key%s %s %s not implemented", nk > 1 ? "s" : "",
+                 keys, nk > 1 ? "are" : "is");
+    return gt_err_set(err, "unsupported: %s%s%s", tpart, nt && nk ? "; " : "", kpart);
+}
+
+/* A refusal (ours, or the tokenizer's) rather than a broken file. */
+static bool is_unsupported(const char *msg)
+{
+    return strncmp(msg, "unsupported", 11) == 0 || strncmp(msg, "tokenizer: unsupported", 22) == 0;
+}
+
 int gt_model_load(const char *path, gt_model **out, gt_err *err)
 {
+    gt_err local = {{0}};
+    if (!err)
+        err = &local;
     *out = NULL;
     gt_model *m = calloc(1, sizeof *m);
+    load_use use = {0};
     if (!m)
         return gt_err_set(err, "out of memory");
-    if (gt_gguf_open(path, &m->gguf, err) != 0 || read_hparams(m->gguf, &m->hp, err) != 0 ||
+    if (gt_gguf_open(path, &m->gguf, err) != 0) {
+        gt_err_wrap(err, "%s", path);
+        gt_model_free(m);
+        return -1;
+    }
+    use.g = m->gguf;
+    use.key_read = calloc((size_t)gt_gguf_n_kv(m->gguf) + 1, 1);
+    use.tensor_used = calloc((size_t)gt_gguf_n_tensors(m->gguf) + 1, 1);
+    if (!use.key_read || !use.tensor_used) {
+        gt_err_set(err, "out of memory");
+        goto fail;
+    }
+    t_use = &use;
+    if (read_hparams(m->gguf, &m->hp, err) != 0 ||
         gt_tokenizer_from_gguf(m->gguf, &m->tok, err) != 0)
         goto fail;
     m->hp.n_vocab = gt_tokenizer_n_vocab(m->tok);
-    if (find_weights(m, err) != 0)
+    int64_t nv;
+    if (arch_int(m->gguf, m->hp.arch, "vocab_size", m->hp.n_vocab, &nv, err) != 0)
         goto fail;
+    if (nv != m->hp.n_vocab) {
+        gt_err_set(err, "metadata key %s.vocab_size = %lld differs from the tokenizer's %d tokens",
+                   m->hp.arch, (long long)nv, m->hp.n_vocab);
+        goto fail;
+    }
+    if (find_weights(m, err) != 0 || check_all_used(m, &use, err) != 0)
+        goto fail;
+    t_use = NULL;
+    free(use.key_read);
+    free(use.tensor_used);
     *out = m;
     return 0;
 fail:
+    t_use = NULL;
+    free(use.key_read);
+    free(use.tensor_used);
+    const int rc = is_unsupported(err->msg) ? GT_MODEL_UNSUPPORTED : -1;
     gt_err_wrap(err, "%s", path);
     gt_model_free(m);
-    return -1;
+    return rc;
 }
 
 void gt_model_free(gt_model *m)

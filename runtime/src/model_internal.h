@@ -33,15 +33,37 @@ struct gt_model {
     gt_layer_weights *layers;        /* (n_layer) */
 };
 
-/* model.c's readers, for the per-architecture files (model_qwen.c): the
- * only way to read "<arch>.*" metadata and to find a weight ([rows x cols],
- * rows == 1 for a one-row f32 weight). */
+/* model.c's readers: the only way an architecture reads "<arch>.*"
+ * metadata or finds a weight, because each records what it returned in the
+ * load running on this thread. After the architecture's weights are found,
+ * a tensor no reader returned, or a key no reader read that model_keys.c
+ * does not list as harmless, makes the load fail "unsupported: ..."
+ * (GT_MODEL_UNSUPPORTED). Reading a key is a promise to implement each of
+ * its values or refuse it ("unsupported: metadata key K = V is not
+ * implemented").
+ *
+ * gt_model_arch_int: an integer in 1..2^24 (def < 0: the key is required);
+ * _float: any number; _str: a string (def, possibly NULL, when absent).
+ * Errors name the key. */
 int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
                       int64_t *out, gt_err *err);
 int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
                         double *out, gt_err *err);
+int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
+                      const char **out, gt_err *err);
+/* Finds a weight and checks it is [rows x cols] (ne[0] = cols; rows 1: a
+ * 1-D f32 vector). _opt: an absent tensor is not an error (*out = NULL),
+ * a present one is checked and recorded the same. */
 int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                     const gt_gguf_tensor **out, gt_err *err);
+int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                        const gt_gguf_tensor **out, gt_err *err);
+
+/* model_keys.c: of the keys whose key_read[i] is 0, lists those not known to
+ * be harmless ("K = V, ...", the first six, then "and N more") into buf and
+ * returns how many there are. */
+int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
+                         char *buf, size_t cap);
 
 /* model_qwen.c: qwen2/qwen3 hyper-parameters past the common ones, and
  * layer l's weights past the llama ones. */

@@ -68,7 +68,7 @@ int gt_model_qwen_layer(gt_model *m, int l, gt_err *err)
         {"attn_q", hp->q_dim, &w->bq}, {"attn_k", KV, &w->bk}, {"attn_v", KV, &w->bv}};
     for (int i = 0; i < 3; i++) {
         snprintf(n, sizeof n, "blk.%d.%s.bias", l, bias[i].suffix);
-        if (gt_gguf_find_tensor(g, n) && gt_model_weight(g, n, bias[i].cols, 1, bias[i].out, err))
+        if (gt_model_weight_opt(g, n, bias[i].cols, 1, bias[i].out, err))
             return -1;
     }
     return 0;

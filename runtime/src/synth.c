@@ -369,6 +369,8 @@ static int add_weights(synth *s, const gt_synth_shape *m)
      * output matrix's scale so that their logits are not flat (the llama
      * presets keep theirs, and their files' bytes). */
     const double sEmb = m->tied_output && m->arch ? 1.0 / sqrt((double)E) : sE;
+    /* and a larger attention output, so that attention moves the logits */
+    const double sO = m->arch ? 1.0 / sqrt((double)QD) : sE;
     if (add_matrix(s, "token_embd.weight", E, V, sEmb))
         return -1;
     for (int l = 0; l < m->n_layer; l++) {
@@ -377,7 +379,7 @@ static int add_weights(synth *s, const gt_synth_shape *m)
         if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, QD, sE) ||
             add_matrix(s, NAME("attn_k"), E, KV, sE) ||
             add_matrix(s, NAME("attn_v"), E, KV, sE) ||
-            add_matrix(s, NAME("attn_output"), QD, E, 1.0 / sqrt((double)QD)) ||
+            add_matrix(s, NAME("attn_output"), QD, E, sO) ||
             add_norm(s, NAME("ffn_norm"), E) ||
             add_matrix(s, NAME("ffn_gate"), E, F, sE) || add_matrix(s, NAME("ffn_up"), E, F, sE) ||
             add_matrix(s, NAME("ffn_down"), F, E, sF))
