@@ -12,8 +12,8 @@
  * are named defaults below, a key overrides them when a file has one, and
  * hp->defaulted lists what was defaulted (gauntlet inspect shows it).
  *
- * What is not understood is refused. The metadata and weight readers below
- * (exposed to architecture files in model_internal.h) record every key and
+ * What is not understood is refused. The metadata and weight readers
+ * (model_read.c, for every architecture file) record every key and
  * tensor they return in the load running on this thread. After the
  * architecture has found its weights, a tensor nobody looked up, or a key
  * nobody read that model_keys.c does not list as harmless, fails the load
@@ -29,88 +29,6 @@
 
 /* Architectures that share the llama graph (RMSNorm, RoPE, GQA, SwiGLU). */
 static const char *const LLAMA_LIKE[] = {"llama", "mistral"};
-
-/* What the load running on this thread has read of its file. Loads are
- * synchronous, so a thread-local record reaches every reader without
- * changing their signatures; a reader called outside a load (or on another
- * file) records nothing. */
-typedef struct load_use {
-    const gt_gguf *g;
-    uint8_t *key_read;    /* (n_kv) */
-    uint8_t *tensor_used; /* (n_tensors) */
-} load_use;
-static _Thread_local load_use *t_use;
-
-static void note_key(const gt_gguf *g, int64_t i)
-{
-    if (t_use && t_use->g == g && i >= 0 && i < gt_gguf_n_kv(g))
-        t_use->key_read[i] = 1;
-}
-
-static void note_tensor(const gt_gguf *g, const gt_gguf_tensor *t)
-{
-    if (t_use && t_use->g == g && t)
-        t_use->tensor_used[t - gt_gguf_tensor_at(g, 0)] = 1;
-}
-
-/* The index of "<arch>.<key>" (-1 if absent), recorded as read. */
-static int64_t arch_key(const gt_gguf *g, const char *arch, const char *key, char *full,
-                        size_t cap)
-{
-    snprintf(full, cap, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
-    note_key(g, i);
-    return i;
-}
-
-int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                      int64_t *out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        if (def < 0)
-            return gt_err_set(err, "metadata key %s is missing", full);
-        *out = def;
-        return 0;
-    }
-    if (!gt_gguf_kv_int(g, i, out))
-        return gt_err_set(err, "metadata key %s is a %s, expected an integer", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    if (*out <= 0 || *out > (1 << 24))
-        return gt_err_set(err, "metadata key %s = %lld is out of range", full, (long long)*out);
-    return 0;
-}
-
-int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                        double *out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        *out = def;
-        return 0;
-    }
-    if (!gt_gguf_kv_float(g, i, out))
-        return gt_err_set(err, "metadata key %s is a %s, expected a number", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    return 0;
-}
-
-int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
-                      const char **out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        *out = def;
-        return 0;
-    }
-    if (!(*out = gt_gguf_kv_str(g, i, NULL)))
-        return gt_err_set(err, "metadata key %s is a %s, expected a string", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    return 0;
-}
 
 /* The short names this file has always used. */
 #define arch_int gt_model_arch_int
@@ -235,45 +153,6 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     return 0;
 }
 
-/* Checks that t is [rows x cols] (ne[0] = cols; rows 1: a 1-D f32 vector). */
-static int check_shape(const gt_gguf_tensor *t, int64_t cols, int64_t rows, gt_err *err)
-{
-    int64_t want_dims = rows == 1 ? 1 : 2;
-    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
-        (t->n_dims != want_dims && !(rows == 1 && t->n_dims == 2)))
-        return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld",
-                          t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)cols, (long long)rows);
-    if (rows == 1 && t->type != GT_TYPE_F32)
-        return gt_err_set(err, "tensor %s is %s; one-row weights (norms, biases) must be f32",
-                          t->name, gt_type_name(t->type));
-    return 0;
-}
-
-int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                        const gt_gguf_tensor **out, gt_err *err)
-{
-    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
-    *out = NULL;
-    if (!t)
-        return 0;
-    if (check_shape(t, cols, rows, err))
-        return -1;
-    note_tensor(g, t);
-    *out = t;
-    return 0;
-}
-
-int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                    const gt_gguf_tensor **out, gt_err *err)
-{
-    if (gt_model_weight_opt(g, name, cols, rows, out, err))
-        return -1;
-    if (!*out)
-        return gt_err_set(err, "tensor %s is missing", name);
-    return 0;
-}
-
 #define weight gt_model_weight
 
 static int find_weights(gt_model *m, gt_err *err)
@@ -343,7 +222,7 @@ static int unused_tensors(const gt_gguf *g, const uint8_t *used, char *buf, size
 }
 
 /* The refusal: every tensor and key the architecture left alone. */
-static int check_all_used(const gt_model *m, const load_use *use, gt_err *err)
+static int check_all_used(const gt_model *m, const gt_load_use *use, gt_err *err)
 {
     char tensors[400], keys[600];
     int nt = unused_tensors(m->gguf, use->tensor_used, tensors, sizeof tensors);
@@ -373,7 +252,7 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
         err = &local;
     *out = NULL;
     gt_model *m = calloc(1, sizeof *m);
-    load_use use = {0};
+    gt_load_use use = {0};
     if (!m)
         return gt_err_set(err, "out of memory");
     if (gt_gguf_open(path, &m->gguf, err) != 0) {
@@ -388,7 +267,7 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
         gt_err_set(err, "out of memory");
         goto fail;
     }
-    t_use = &use;
+    gt_model_use_set(&use);
     if (read_hparams(m->gguf, &m->hp, err) != 0 ||
         gt_tokenizer_from_gguf(m->gguf, &m->tok, err) != 0)
         goto fail;
@@ -403,13 +282,13 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
     }
     if (find_weights(m, err) != 0 || check_all_used(m, &use, err) != 0)
         goto fail;
-    t_use = NULL;
+    gt_model_use_set(NULL);
     free(use.key_read);
     free(use.tensor_used);
     *out = m;
     return 0;
 fail:
-    t_use = NULL;
+    gt_model_use_set(NULL);
     free(use.key_read);
     free(use.tensor_used);
     const int rc = is_unsupported(err->msg) ? GT_MODEL_UNSUPPORTED : -1;

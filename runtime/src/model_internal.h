@@ -33,7 +33,7 @@ struct gt_model {
     gt_layer_weights *layers;        /* (n_layer) */
 };
 
-/* model.c's readers: the only way an architecture reads "<arch>.*"
+/* model_read.c's readers: the only way an architecture reads "<arch>.*"
  * metadata or finds a weight, because each records what it returned in the
  * load running on this thread. After the architecture's weights are found,
  * a tensor no reader returned, or a key no reader read that model_keys.c
@@ -58,6 +58,20 @@ int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t ro
                     const gt_gguf_tensor **out, gt_err *err);
 int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                         const gt_gguf_tensor **out, gt_err *err);
+/* A 3-D weight: planes of [rows x cols] (ne[2] = planes; the experts of a
+ * layer), which the graph sees as planes * rows rows. */
+int gt_model_weight3(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                     int64_t planes, const gt_gguf_tensor **out, gt_err *err);
+
+/* What the load running on this thread has read of its file: the readers
+ * mark key_read[i] / tensor_used[i] while gt_model_use_set has one set
+ * (model.c sets it for a load, NULL after). */
+typedef struct gt_load_use {
+    const gt_gguf *g;
+    uint8_t *key_read;    /* (n_kv) */
+    uint8_t *tensor_used; /* (n_tensors) */
+} gt_load_use;
+void gt_model_use_set(gt_load_use *use);
 
 /* model_keys.c: of the keys whose key_read[i] is 0, lists those not known to
  * be harmless ("K = V, ...", the first six, then "and N more") into buf and
