@@ -76,8 +76,9 @@ static void op_add(gt_tensor *t)
     const int64_t n = t->ne[0] * t->ne[1];
     const float *a = f32(t->src[0]), *b = f32(t->src[1]);
     float *y = f32(t);
+    const bool row = t->src[1]->ne[1] == 1; /* a bias: b[0,:] added to every row */
     for (int64_t i = 0; i < n; i++)
-        y[i] = (float)((double)a[i] + b[i]);
+        y[i] = (float)((double)a[i] + b[row ? i % t->ne[0] : i]);
 }
 
 /* t[i,:] = a[i,:] * b[0,:] */

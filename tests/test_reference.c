@@ -279,6 +279,27 @@ START_TEST(elementwise_ops)
 }
 END_TEST
 
+/* ADD of a one-row b (a bias row): every row of a gets the same b, in place and not. */
+static void build_add_row(node_case *c, int variant)
+{
+    const int *shape = EW_SHAPES[(variant / 2) % 3];
+    const bool in_place = variant % 2;
+    gt_tensor *t = add_tensor(c, GT_TYPE_F32, shape[0], shape[1], 0);
+    t->op = GT_OP_ADD;
+    t->src[0] = add_tensor(c, GT_TYPE_F32, shape[0], shape[1], 0);
+    t->src[1] = add_tensor(c, GT_TYPE_F32, shape[0], 1, 0);
+    if (in_place)
+        t->buf = t->src[0]->buf;
+    snprintf(c->what, sizeof c->what, "ADD bias row %dx%d%s", shape[0], shape[1],
+             in_place ? " in place" : "");
+}
+
+START_TEST(add_bias_row)
+{
+    check_variants(build_add_row, 6);
+}
+END_TEST
+
 /* ---- whole models ----------------------------------------------------------- */
 
 /* Logits of the first n tokens of eval.txt on b (n x n_vocab, malloc'd), and
@@ -352,6 +373,7 @@ int main(void)
     tcase_add_test(ops, get_rows_every_type);
     tcase_add_test(ops, attention_shapes);
     tcase_add_test(ops, elementwise_ops);
+    tcase_add_test(ops, add_bias_row);
     suite_add_tcase(s, ops);
     TCase *models = tcase_create("models");
     const bool sanitized = gt_test_sanitized();

@@ -200,9 +200,9 @@ END_TEST
 START_TEST(unknown_architecture_refused)
 {
     char msg[1100];
-    int rc = load_with(&(extra){.key = "general.architecture", .kt = K_STR, .s = "qwen2"}, msg,
+    int rc = load_with(&(extra){.key = "general.architecture", .kt = K_STR, .s = "starcoder2"}, msg,
                        sizeof msg);
-    ck_assert_msg(rc == GT_MODEL_UNSUPPORTED && strstr(msg, "architecture 'qwen2' is not "
+    ck_assert_msg(rc == GT_MODEL_UNSUPPORTED && strstr(msg, "architecture 'starcoder2' is not "
                                                             "implemented"), "%d %s", rc, msg);
 }
 END_TEST

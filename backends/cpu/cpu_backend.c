@@ -317,6 +317,9 @@ static int validate_node(const gt_tensor *t, gt_err *err)
     case GT_OP_SCALE:
         return want_f32(a, "src0", err) || same_shape(t, a, err) ? -1 : 0;
     case GT_OP_ADD:
+        if (b->ne[1] == 1 && b->ne[0] == a->ne[0] && b->type == GT_TYPE_F32)
+            return want_f32(a, "src0", err) || same_shape(t, a, err) ? -1 : 0; /* a bias row */
+        /* fall through */
     case GT_OP_SILU_MUL:
     case GT_OP_GELU_MUL:
         return want_f32(a, "src0", err) || want_f32(b, "src1", err) || same_shape(t, a, err) ||

@@ -51,8 +51,18 @@ void gt_cpu_add(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
     float *y = gt_cpu_f32(t);
     int64_t j0, j1;
     gt_cpu_split(t->ne[0] * t->ne[1], ith, nth, &j0, &j1);
-    for (int64_t j = j0; j < j1; j++)
-        y[j] = a[j] + b[j];
+    if (t->src[1]->ne[1] == t->ne[1]) {
+        for (int64_t j = j0; j < j1; j++)
+            y[j] = a[j] + b[j];
+        return;
+    }
+    /* b is one row (a bias): row by row, as in gt_cpu_mul */
+    const int64_t n = t->ne[0];
+    for (int64_t j = j0; j < j1;) {
+        const int64_t rs = j - j % n, end = rs + n < j1 ? rs + n : j1;
+        for (; j < end; j++)
+            y[j] = a[j] + b[j - rs];
+    }
 }
 
 void gt_cpu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)

@@ -530,6 +530,8 @@ static int validate(const gt_tensor *t, gt_err *err)
     case GT_OP_GELU_MUL:
         if (want_type(a, GT_TYPE_F32, "src0", err) || want_type(b, GT_TYPE_F32, "src1", err))
             return -1;
+        if (t->op == GT_OP_ADD && b->ne[1] == 1 && b->ne[0] == a->ne[0])
+            return same_shape(t, a, err); /* a bias row */
         return same_shape(t, a, err) || same_shape(t, b, err) ? -1 : 0;
     case GT_OP_MUL:
         if (want_type(a, GT_TYPE_F32, "src0", err) || want_type(b, GT_TYPE_F32, "src1", err))

@@ -112,9 +112,9 @@ extern "C" int gt_cuda_op_rms_norm(gt_cuda_ctx *c, const gt_tensor *t, gt_err *e
     return 0;
 }
 
-/* --- elementwise: ADD, MUL, SILU_MUL, GELU_MUL, SCALE ----------------------- */
+/* --- elementwise: ADD (or a bias row), MUL, SILU_MUL, GELU_MUL, SCALE ----- */
 
-enum { EW_ADD, EW_MUL_ROW, EW_SILU_MUL, EW_GELU_MUL, EW_SCALE };
+enum { EW_ADD, EW_ADD_ROW, EW_MUL_ROW, EW_SILU_MUL, EW_GELU_MUL, EW_SCALE };
 
 /* GELU_MUL in double, as the reference computes it (tanh form, backend.h);
  * SCALE is one f32 product, as defined, so it equals the reference's. */
@@ -127,6 +127,8 @@ __global__ void elementwise_kernel(const float *a, const float *b, float *y, int
         const float x = a[i];
         if (OP == EW_ADD) {
             y[i] = x + b[i];
+        } else if (OP == EW_ADD_ROW) {
+            y[i] = x + b[i % ne0];
         } else if (OP == EW_MUL_ROW) {
             y[i] = x * b[i % ne0];
         } else if (OP == EW_SILU_MUL) {
@@ -156,6 +158,9 @@ static int elementwise(gt_cuda_ctx *c, const gt_tensor *t, const char *name, gt_
 
 extern "C" int gt_cuda_op_add(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 {
+    /* a one-row b is a bias, added to every row (backend.h) */
+    if (t->src[1]->ne[1] == 1 && t->ne[1] > 1)
+        return elementwise<EW_ADD_ROW>(c, t, "add_row", err);
     return elementwise<EW_ADD>(c, t, "add", err);
 }
 

@@ -45,6 +45,7 @@ enum {
     K_RMS_NORM = K_MATMUL + OT_COUNT,
     K_ADD,
     K_MUL,
+    K_ADD_ROW,
     K_SILU_MUL,
     K_GELU_MUL,
     K_SCALE,

@@ -329,7 +329,9 @@ static int op_scale(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     return launch(&a, items, 1, fit(items, (size_t)c->tune.ew_lws), 1, err);
 }
 
-static int op_mul(ocl_ctx *c, const gt_tensor *t, gt_err *err)
+/* MUL (k = K_MUL), and ADD of a one-row b (K_ADD_ROW): b's row applies to
+ * every row of a. */
+static int op_row(ocl_ctx *c, const gt_tensor *t, int k, gt_err *err)
 {
     const gt_tensor *x = t->src[0], *w = t->src[1];
     if (want_f32(x, "a", err) || want_f32(w, "b", err) || want_f32(t, "output", err) ||
@@ -341,7 +343,7 @@ static int op_mul(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     /* Only b's first row is read. */
     gt_tensor row = *w;
     row.ne[1] = 1;
-    kargs a = args_for(c, K_MUL);
+    kargs a = args_for(c, k);
     if (arg_tensor(&a, x, err) || arg_tensor(&a, &row, err) || arg_tensor(&a, t, err))
         return -1;
     arg_int(&a, (int)x->ne[0]);
@@ -611,8 +613,10 @@ static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
     case GT_OP_GET_ROWS: return op_get_rows(c, t, err);
     case GT_OP_RMS_NORM: return op_rms_norm(c, t, NULL, err);
     case GT_OP_MUL_MAT: return op_mul_mat(c, t, err);
-    case GT_OP_ADD: return op_binary(c, t, K_ADD, err);
-    case GT_OP_MUL: return op_mul(c, t, err);
+    case GT_OP_ADD:
+        return t->src[1]->ne[1] == 1 && t->src[0]->ne[1] > 1 ? op_row(c, t, K_ADD_ROW, err)
+                                                              : op_binary(c, t, K_ADD, err);
+    case GT_OP_MUL: return op_row(c, t, K_MUL, err);
     case GT_OP_ROPE: return op_rope(c, t, keys, n_keys, err);
     case GT_OP_KV_STORE: return op_kv_store(c, t, err);
     case GT_OP_ATTENTION: return op_attention(c, t, err);

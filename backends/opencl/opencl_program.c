@@ -42,6 +42,7 @@ static const char *const KERNEL_NAMES[K_COUNT] = {
     [K_RMS_NORM] = "rms_norm",
     [K_ADD] = "add",
     [K_MUL] = "mul",
+    [K_ADD_ROW] = "add_row",
     [K_SILU_MUL] = "silu_mul",
     [K_GELU_MUL] = "gelu_mul",
     [K_SCALE] = "scale",

@@ -148,14 +148,17 @@ static void rows_rms_norm(gt_tensor *t, int64_t i0, int64_t i1)
     }
 }
 
-/* t = a + b */
+/* t = a + b; a one-row b (a bias) is added to every row */
 static void rows_add(gt_tensor *t, int64_t i0, int64_t i1)
 {
     const int64_t n = t->ne[0];
-    const float *a = f32(t->src[0]), *b = f32(t->src[1]);
-    float *y = f32(t);
-    for (int64_t i = i0 * n; i < i1 * n; i++)
-        y[i] = (float)((double)a[i] + b[i]);
+    const bool row = t->src[1]->ne[1] == 1;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *a = f32(t->src[0]) + i * n, *b = f32(t->src[1]) + (row ? 0 : i * n);
+        float *y = f32(t) + i * n;
+        for (int64_t j = 0; j < n; j++)
+            y[j] = (float)((double)a[j] + b[j]);
+    }
 }
 
 /* t[i,:] = a[i,:] * b[0,:] */

@@ -1,6 +1,7 @@
-/* cmd_synth.c: `gauntlet synth`: write a synthetic llama model (seeded random
- * weights, working tokenizer) for tests and CI, where no real model may be
- * downloaded. All the work is gt_synth_write; this is argument handling. */
+/* cmd_synth.c: `gauntlet synth`: write a synthetic model (seeded random
+ * weights, working tokenizer) of one architecture, for tests and CI, where no
+ * real model may be downloaded. All the work is gt_synth_write; this is
+ * argument handling. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,21 +13,36 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet synth OUT [--preset NAME] [--seed S] [--type T]\n"
-               "  writes a GGUF (llama, or the preset's architecture) with seeded random\n"
-               "  weights and a SentencePiece-style tokenizer; the same arguments give the\n"
-               "  same bytes.\n"
-               "  --preset NAME  model shape (default tiny):\n");
+    fprintf(f, "usage: gauntlet synth OUT [--arch ARCH] [--preset NAME] [--seed S] [--type T]\n"
+               "  writes a GGUF of the preset's architecture with seeded random weights and\n"
+               "  a SentencePiece-style tokenizer; the same arguments give the same bytes.\n"
+               "  --arch ARCH    the architecture: checks that the preset has it, and\n"
+               "                 without --preset picks its first preset below\n"
+               "  --preset NAME  model shape (default tiny), by architecture:\n");
     for (int i = 0; gt_synth_preset_at(i); i++) {
         const gt_synth_shape *p = gt_synth_preset_at(i);
-        fprintf(f, "                   %-13s %s, n_embd %d, %d layers, %d/%d heads, ffn %d, "
-                   "vocab %d%s", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
-                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab,
-                p->tied_output ? ", tied output" : "");
-        if (p->n_expert > 0)
-            fprintf(f, ", head %d, %d experts (%d used) of ffn %d", p->head_dim, p->n_expert,
-                    p->n_expert_used, p->n_ff_exp);
-        fputc('\n', f);
+        const char *arch = gt_synth_arch(p);
+        int first = 1;
+        for (int j = 0; j < i; j++)
+            first &= strcmp(gt_synth_arch(gt_synth_preset_at(j)), arch) != 0;
+        if (!first)
+            continue;
+        fprintf(f, "    %s:\n", arch);
+        for (int j = i; gt_synth_preset_at(j); j++) {
+            const gt_synth_shape *q = gt_synth_preset_at(j);
+            if (strcmp(gt_synth_arch(q), arch) != 0)
+                continue;
+            char hd[32] = "";
+            if (q->head_dim)
+                snprintf(hd, sizeof hd, " of %d", q->head_dim);
+            fprintf(f, "                   %-13s n_embd %d, %d layers, %d/%d heads%s, ffn %d, "
+                       "vocab %d%s", q->name, q->n_embd, q->n_layer, q->n_head, q->n_head_kv,
+                    hd, q->n_ff, q->n_vocab, q->tied_output ? ", tied output" : "");
+            if (q->n_expert > 0)
+                fprintf(f, ", %d experts (%d used) of ffn %d", q->n_expert, q->n_expert_used,
+                        q->n_ff_exp);
+            fputc('\n', f);
+        }
     }
     fprintf(f, "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"
@@ -35,9 +51,10 @@ static void help(FILE *f)
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *preset = "tiny", *type_name = "f32";
+    const char *preset = NULL, *type_name = "f32", *arch = NULL;
     uint64_t seed = 1;
     static const struct option opts[] = {{"preset", required_argument, 0, 'p'},
+                                         {"arch", required_argument, 0, 'a'},
                                          {"seed", required_argument, 0, 's'},
                                          {"type", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
@@ -47,6 +64,7 @@ int cmd_synth(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': preset = optarg; break;
+        case 'a': arch = optarg; break;
         case 's':
             if (gt_cli_u64("synth", "--seed", optarg, &seed) != 0)
                 return GT_EXIT_USAGE;
@@ -62,8 +80,23 @@ int cmd_synth(int argc, char **argv)
         return GT_EXIT_USAGE;
     }
     const char *out = argv[optind];
-    if (!gt_synth_preset(preset)) {
+    for (int i = 0; !preset && arch && gt_synth_preset_at(i); i++)
+        if (strcmp(gt_synth_arch(gt_synth_preset_at(i)), arch) == 0)
+            preset = gt_synth_preset_at(i)->name;
+    if (arch && !preset) {
+        fprintf(stderr, "gauntlet synth: no preset has architecture '%s' (see --help)\n", arch);
+        return GT_EXIT_USAGE;
+    }
+    if (!preset)
+        preset = "tiny";
+    const gt_synth_shape *shape = gt_synth_preset(preset);
+    if (!shape) {
         fprintf(stderr, "gauntlet synth: unknown preset '%s' (see --help)\n", preset);
+        return GT_EXIT_USAGE;
+    }
+    if (arch && strcmp(gt_synth_arch(shape), arch) != 0) {
+        fprintf(stderr, "gauntlet synth: preset '%s' is %s, not %s (see --help)\n", preset,
+                gt_synth_arch(shape), arch);
         return GT_EXIT_USAGE;
     }
     gt_type type;
@@ -82,7 +115,7 @@ int cmd_synth(int argc, char **argv)
     }
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
-    printf("wrote %s: synth-%s, seed %llu, %s weights, %lld bytes (%.1f s)\n", out, preset,
-           (unsigned long long)seed, gt_type_name(type), size, gt_now() - t0);
+    printf("wrote %s: synth-%s (%s), seed %llu, %s weights, %lld bytes (%.1f s)\n", out, preset,
+           gt_synth_arch(shape), (unsigned long long)seed, gt_type_name(type), size, gt_now() - t0);
     return GT_EXIT_OK;
 }

@@ -21,7 +21,8 @@
  *   KV_STORE          0      a copy: must be bit exact.
  *   GET_ROWS          1e-12  dequantization of one value is one or two
  *                            float roundings (an FMA may differ by 1 ulp).
- *   ADD, MUL          1e-12  one float rounding vs the double reference:
+ *   ADD, MUL          1e-12  one float rounding vs the double reference
+ *                            (ADD also with a one-row b, a bias):
  *                            NMSE <= eps^2 ~ 4e-15.
  *   RMS_NORM, ROPE,   1e-10  a few roundings plus sin/cos/exp/sqrt of a
  *   SILU_MUL                 few ulp (fast vector exp approximations).
@@ -197,6 +198,28 @@ static void cases_elementwise(oc_list *l)
                 snprintf(c->desc, sizeof c->desc, "n=%lld,rows=%lld%s", (long long)n,
                          (long long)rows, inplace ? ",in-place" : "");
             }
+}
+
+/* ADD with a one-row b (a bias, as qwen2's q/k/v biases): the row is added
+ * to every row of a; one token, a batch, thread-split rows, each in place. */
+static void cases_add_row(oc_list *l)
+{
+    static const int64_t shapes[][2] = {{37, 1}, {896, 2}, {1000, 7}, {128, 64}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            const int64_t n = shapes[si][0], rows = shapes[si][1];
+            oc_case *c = add(l, GT_OP_ADD, GT_TYPE_F32);
+            if (!c)
+                continue;
+            c->n_src = 2;
+            c->src[0] = S(GT_TYPE_F32, n, rows, FILL_GAUSS, 0);
+            c->src[1] = S(GT_TYPE_F32, n, 1, FILL_GAUSS, 0);
+            c->out_ne0 = n, c->out_ne1 = rows;
+            c->alias = inplace ? ALIAS_SRC0 : ALIAS_NONE;
+            c->threshold = 1e-12; /* one float rounding, as ADD */
+            snprintf(c->desc, sizeof c->desc, "n=%lld,rows=%lld,b=one row%s", (long long)n,
+                     (long long)rows, inplace ? ",in-place" : "");
+        }
 }
 
 /* Inputs of mean square 1e-6 against eps = 1e-5: a backend that drops or
@@ -690,6 +713,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
         return gt_err_set(err, "out of memory");
     cases_get_rows(&l, WEIGHT_TYPES, N_OF(WEIGHT_TYPES));
     cases_elementwise(&l);
+    cases_add_row(&l);
     cases_rms_small(&l);
     cases_mul_mat(&l, WEIGHT_TYPES, N_OF(WEIGHT_TYPES), false);
     cases_rope(&l);

@@ -1,5 +1,5 @@
-/* model.c: reading a model out of a GGUF artifact: the llama family and
- * Gemma 3.
+/* model.c: reading a model out of a GGUF artifact: the llama family,
+ * Gemma 3, and Qwen 2/3 (their own parts in model_qwen.c).
  *
  * Hyper-parameters come from "<arch>.*" metadata, weights are looked up by
  * their llama.cpp names and checked against the shapes the hyper-parameters
@@ -92,9 +92,10 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
     const bool gemma3 = strcmp(arch, "gemma3") == 0;
     const bool qwen3moe = strcmp(arch, "qwen3moe") == 0;
-    if (!llama && !gemma3 && !qwen3moe)
+    const bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
+    if (!llama && !gemma3 && !qwen && !qwen3moe)
         return gt_err_set(err, "unsupported: architecture '%s' is not implemented (implemented: "
-                               "llama, mistral, gemma3, qwen3moe)", arch);
+                               "llama, mistral, gemma3, qwen2, qwen3, qwen3moe)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -124,6 +125,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return read_gemma3(g, hp, err);
     if (qwen3moe)
         return gt_qwen3moe_hparams(g, hp, err);
+    if (qwen)
+        return gt_model_read_qwen(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
     if (hp->n_embd % hp->n_head != 0)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
@@ -195,6 +198,9 @@ static int find_weights(gt_model *m, gt_err *err)
             W(post_ffn_norm, "post_ffw_norm", E, 1)
         }
 #undef W
+        if ((hp->arch_id == GT_ARCH_QWEN2 || hp->arch_id == GT_ARCH_QWEN3) &&
+            gt_model_qwen_layer(m, l, err) != 0)
+            return -1;
     }
     return 0;
 }
@@ -325,10 +331,10 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
                          (uint64_t)m->hp.n_expert_used;
         else
             bytes += w->w_gate->nbytes + w->w_up->nbytes + w->w_down->nbytes;
-        if (w->q_norm)
-            bytes += w->q_norm->nbytes + w->k_norm->nbytes;
-        if (w->post_attn_norm)
-            bytes += w->post_attn_norm->nbytes + w->post_ffn_norm->nbytes;
+        const gt_gguf_tensor *opt[] = {w->q_norm, w->k_norm, w->post_attn_norm,
+                                       w->post_ffn_norm, w->bq, w->bk, w->bv};
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+            bytes += opt[i] ? opt[i]->nbytes : 0;
     }
     return bytes;
 }

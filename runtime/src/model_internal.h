@@ -15,14 +15,17 @@ typedef struct gt_layer_weights {
     const gt_gguf_tensor *w_gate;    /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_up;      /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_down;    /* (n_embd rows of n_ff) */
-    /* gemma3 only (NULL otherwise) */
+    /* gemma3 and qwen3 (NULL otherwise) */
     const gt_gguf_tensor *q_norm, *k_norm;                /* (head_dim) */
+    /* gemma3 only (NULL otherwise) */
     const gt_gguf_tensor *post_attn_norm, *post_ffn_norm; /* (n_embd) */
     /* qwen3moe only (NULL otherwise; w_gate, w_up, w_down are NULL there) */
     const gt_gguf_tensor *ffn_gate_inp;  /* (n_expert rows of n_embd): the router */
     const gt_gguf_tensor *ffn_gate_exps; /* (n_expert, n_ff_exp rows of n_embd) */
     const gt_gguf_tensor *ffn_up_exps;   /* (n_expert, n_ff_exp rows of n_embd) */
     const gt_gguf_tensor *ffn_down_exps; /* (n_expert, n_embd rows of n_ff_exp) */
+    /* qwen2: q/k/v biases, each optional as in llama.cpp (NULL when absent) */
+    const gt_gguf_tensor *bq, *bk, *bv; /* (q_dim), (kv_dim), (kv_dim) */
 } gt_layer_weights;
 
 struct gt_model {
@@ -85,5 +88,10 @@ int gt_qwen3moe_weights(gt_model *m, gt_err *err);
  * returns how many there are. */
 int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
                          char *buf, size_t cap);
+
+/* model_qwen.c: qwen2/qwen3 hyper-parameters past the common ones, and
+ * layer l's weights past the llama ones. */
+int gt_model_read_qwen(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+int gt_model_qwen_layer(gt_model *m, int l, gt_err *err);
 
 #endif

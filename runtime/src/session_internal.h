@@ -175,5 +175,6 @@ static inline int attn_window(const gt_session *s, int window)
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_qwen(gt_session *s, int n, int pos0, bool all_logits); /* qwen2, qwen3 */
 
 #endif

@@ -1,5 +1,5 @@
-/* synth.c: synthetic models (llama; qwen3moe) with seeded weights and a working
- * SentencePiece-style tokenizer (see gt/synth.h).
+/* synth.c: synthetic models (llama, qwen2, qwen3, qwen3moe) with seeded weights
+ * and a working SentencePiece-style tokenizer (see gt/synth.h).
  *
  * Design choices:
  *  - Determinism across machines. Each tensor draws from its own splitmix64
@@ -34,7 +34,8 @@
 #include "gt/gguf.h"
 
 static const gt_synth_shape PRESETS[] = {
-    /* name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx */
+    /* name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, rope base, eps,
+     * tied, arch (NULL: llama), head_dim (0: n_embd / n_head) */
     {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0},
     /* SmolLM2-135M's shape; its real context is 8192, 2048 keeps the KV
      * cache of a default session small. */
@@ -43,6 +44,14 @@ static const gt_synth_shape PRESETS[] = {
      * blocks, as in the real one): the tests' stand-in when ../shared is
      * absent. */
     {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0},
+    /* Qwen: rope base 1e6, eps 1e-6, tied output, as the published small
+     * models. The tiny ones are for tests (qwen3-tiny's head_dim 32 is not
+     * n_embd / n_head, as in Qwen3); the real-shaped ones have the published
+     * head counts, head size, ff and vocabulary, with 2 layers. */
+    {"qwen2-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0},
+    {"qwen3-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen3", 32, 0, 0, 0},
+    {"qwen2.5-0.5b", 896, 2, 14, 2, 4864, 151936, 32768, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0},
+    {"qwen3-0.6b", 1024, 2, 16, 8, 3072, 151936, 40960, 1e6f, 1e-6f, true, "qwen3", 128, 0, 0, 0},
     /* qwen3moe (a mixture of experts): heads wider than n_embd / n_head as in
      * Qwen3, 8 experts of which 2 run per token; fast on the reference. */
     {"qwen3moe-tiny", 64, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false, .arch = "qwen3moe",
@@ -66,6 +75,16 @@ const gt_synth_shape *gt_synth_preset(const char *name)
 const gt_synth_shape *gt_synth_preset_at(int i)
 {
     return i >= 0 && i < N_PRESETS ? &PRESETS[i] : NULL;
+}
+
+const char *gt_synth_arch(const gt_synth_shape *p)
+{
+    return p->arch ? p->arch : "llama";
+}
+
+static int head_dim_of(const gt_synth_shape *m)
+{
+    return m->head_dim ? m->head_dim : m->n_embd / m->n_head;
 }
 
 /* ---- random numbers ----------------------------------------------------- */
@@ -309,6 +328,20 @@ static int add_norm(synth *s, const char *name, int64_t n)
     return 0;
 }
 
+/* A one-row f32 weight of normal(0, std) (a bias). */
+static int add_bias(synth *s, const char *name, int64_t n, double std)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    if (!x || keep(s, x) != 0)
+        return gt_err_set(s->err, "out of memory for tensor %s", name);
+    const float scale = normal_scale(std);
+    uint64_t st = s->seed ^ fnv1a(name);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = centered_sum(&st) * scale;
+    gt_gguf_writer_add_tensor(s->w, name, GT_TYPE_F32, 1, &n, x, (size_t)n * sizeof *x);
+    return 0;
+}
+
 /* planes of a [rows x cols] matrix (ne[0] = cols; planes 1: a 2-D matrix)
  * of normal(0, std) in the model's type. */
 static int add_tensor(synth *s, const char *name, int64_t cols, int64_t rows, int64_t planes,
@@ -371,10 +404,18 @@ static int add_moe_layer(synth *s, const gt_synth_shape *m, int l)
 
 static int add_weights(synth *s, const gt_synth_shape *m)
 {
-    const int64_t E = m->n_embd, F = m->n_ff, V = m->n_vocab;
-    const int64_t KV = (int64_t)m->n_head_kv * (m->n_embd / m->n_head);
+    const int64_t E = m->n_embd, F = m->n_ff, V = m->n_vocab, HD = head_dim_of(m);
+    const int64_t KV = (int64_t)m->n_head_kv * HD, QD = (int64_t)m->n_head * HD;
     const double sE = 0.5 / sqrt((double)E), sF = 0.5 / sqrt((double)F);
-    if (add_matrix(s, "token_embd.weight", E, V, sE))
+    const char *arch = gt_synth_arch(m);
+    const bool qwen2 = strcmp(arch, "qwen2") == 0, qwen3 = strcmp(arch, "qwen3") == 0;
+    /* A tied embedding is also the output: the newer presets give it the
+     * output matrix's scale so that their logits are not flat (the llama
+     * presets keep theirs, and their files' bytes). */
+    const double sEmb = m->tied_output && m->arch ? 1.0 / sqrt((double)E) : sE;
+    /* and a larger attention output, so that attention moves the logits */
+    const double sO = m->arch ? 1.0 / sqrt((double)QD) : sE;
+    if (add_matrix(s, "token_embd.weight", E, V, sEmb))
         return -1;
     for (int l = 0; l < m->n_layer; l++) {
         if (m->n_expert > 0) {
@@ -384,12 +425,22 @@ static int add_weights(synth *s, const gt_synth_shape *m)
         }
         char n[64];
 #define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix), n)
-        if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, E, sE) ||
+        if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, QD, sE) ||
             add_matrix(s, NAME("attn_k"), E, KV, sE) ||
             add_matrix(s, NAME("attn_v"), E, KV, sE) ||
-            add_matrix(s, NAME("attn_output"), E, E, sE) || add_norm(s, NAME("ffn_norm"), E) ||
+            add_matrix(s, NAME("attn_output"), QD, E, sO) ||
+            add_norm(s, NAME("ffn_norm"), E) ||
             add_matrix(s, NAME("ffn_gate"), E, F, sE) || add_matrix(s, NAME("ffn_up"), E, F, sE) ||
             add_matrix(s, NAME("ffn_down"), F, E, sF))
+            return -1;
+#undef NAME
+#define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), n)
+        if (qwen2 && (add_bias(s, NAME("attn_q.bias"), QD, 0.25) ||
+                      add_bias(s, NAME("attn_k.bias"), KV, 0.25) ||
+                      add_bias(s, NAME("attn_v.bias"), KV, 0.25)))
+            return -1;
+        if (qwen3 && (add_norm(s, NAME("attn_q_norm.weight"), HD) ||
+                      add_norm(s, NAME("attn_k_norm.weight"), HD)))
             return -1;
 #undef NAME
     }
@@ -420,35 +471,35 @@ static int file_type_of(gt_type t)
 static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t seed, gt_type type,
                          const vocab *v)
 {
-    char name[64];
+    char name[64], key[96];
+    const char *arch = gt_synth_arch(m);
     snprintf(name, sizeof name, "synth-%s", m->name);
-    const char *arch = m->arch ? m->arch : "llama";
-    const int head_dim = m->head_dim ? m->head_dim : m->n_embd / m->n_head;
-    char key[96];
-#define KEY(k) (snprintf(key, sizeof key, "%s.%s", arch, k), key)
     gt_gguf_writer_set_str(w, "general.architecture", arch);
     gt_gguf_writer_set_str(w, "general.name", name);
     gt_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
     gt_gguf_writer_set_str(w, "gauntlet.synth.preset", m->name);
     gt_gguf_writer_set_scalar(w, "gauntlet.synth.seed", GT_GGUF_UINT64, &seed);
-    gt_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)m->n_vocab);
-    gt_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)m->n_ctx);
-    gt_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)m->n_embd);
-    gt_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)m->n_layer);
-    gt_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)m->n_ff);
-    gt_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)m->n_head);
-    gt_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)m->n_head_kv);
-    gt_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
-    gt_gguf_writer_set_f32(w, KEY("rope.freq_base"), m->rope_base);
-    gt_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->rms_eps);
-    if (m->n_expert > 0) {
-        gt_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
-        gt_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
-        gt_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)m->n_expert);
-        gt_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)m->n_expert_used);
-        gt_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)m->n_ff_exp);
+#define AK(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gt_gguf_writer_set_u32(w, AK("vocab_size"), (uint32_t)m->n_vocab);
+    gt_gguf_writer_set_u32(w, AK("context_length"), (uint32_t)m->n_ctx);
+    gt_gguf_writer_set_u32(w, AK("embedding_length"), (uint32_t)m->n_embd);
+    gt_gguf_writer_set_u32(w, AK("block_count"), (uint32_t)m->n_layer);
+    gt_gguf_writer_set_u32(w, AK("feed_forward_length"), (uint32_t)m->n_ff);
+    gt_gguf_writer_set_u32(w, AK("attention.head_count"), (uint32_t)m->n_head);
+    gt_gguf_writer_set_u32(w, AK("attention.head_count_kv"), (uint32_t)m->n_head_kv);
+    if (m->head_dim) {
+        gt_gguf_writer_set_u32(w, AK("attention.key_length"), (uint32_t)m->head_dim);
+        gt_gguf_writer_set_u32(w, AK("attention.value_length"), (uint32_t)m->head_dim);
     }
-#undef KEY
+    gt_gguf_writer_set_u32(w, AK("rope.dimension_count"), (uint32_t)head_dim_of(m));
+    gt_gguf_writer_set_f32(w, AK("rope.freq_base"), m->rope_base);
+    gt_gguf_writer_set_f32(w, AK("attention.layer_norm_rms_epsilon"), m->rms_eps);
+    if (m->n_expert > 0) {
+        gt_gguf_writer_set_u32(w, AK("expert_count"), (uint32_t)m->n_expert);
+        gt_gguf_writer_set_u32(w, AK("expert_used_count"), (uint32_t)m->n_expert_used);
+        gt_gguf_writer_set_u32(w, AK("expert_feed_forward_length"), (uint32_t)m->n_ff_exp);
+    }
+#undef AK
     gt_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     gt_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, (uint64_t)v->n);
     gt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GT_GGUF_FLOAT32, v->score, (uint64_t)v->n);
@@ -488,8 +539,10 @@ int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type 
         return -1; /* build_vocab has freed v */
     }
     s.w = gt_gguf_writer_new();
-    s.row = malloc((size_t)(m->n_ff > m->n_embd ? m->n_ff : m->n_embd) * sizeof *s.row +
-                   (size_t)(m->n_head * m->head_dim) * sizeof *s.row); /* a qwen3moe q row */
+    int row_max = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
+    if (m->n_head * head_dim_of(m) > row_max)
+        row_max = m->n_head * head_dim_of(m);
+    s.row = malloc((size_t)row_max * sizeof *s.row);
     if (!s.w || !s.row) {
         gt_err_set(err, "out of memory");
         goto done;

@@ -147,6 +147,22 @@ kernel void mul(global const uchar *ab, ulong a_off, global const uchar *bb, ulo
     }
 }
 
+/* y[r, :] = a[r, :] + b[0, :] (b: a bias row) */
+kernel void add_row(global const uchar *ab, ulong a_off, global const uchar *bb, ulong b_off,
+                    global uchar *yb, ulong y_off, int n)
+{
+    const size_t r = get_global_id(1);
+    const int j = get_global_id(0) * EW_W;
+    global const float *a = CPTR(float, ab, a_off) + r * n, *b = CPTR(float, bb, b_off);
+    global float *y = PTR(float, yb, y_off) + r * n;
+    if (j + EW_W <= n) {
+        VSTOREW(VLOADW(0, a + j) + VLOADW(0, b + j), 0, y + j);
+    } else {
+        for (int k = j; k < n; k++)
+            y[k] = a[k] + b[k];
+    }
+}
+
 /* Rotates pair j of head h of row r in place. cos/sin come from a table the
  * host computed in double precision, (n_rows, rope_dim/2, 2), so positions
  * in the thousands keep full accuracy without needing cl_khr_fp64. Dims

@@ -16,7 +16,8 @@
  *   RMS_NORM  t[i,:] = a[i,:] / sqrt(mean(a[i,:]^2) + eps)   fparams[0] = eps
  *   MUL_MAT   t[i,j] = sum_k a[j,k] * b[i,k]      a: weight [n_out rows of K],
  *             b: F32 [n_tok rows of K]  ->  t: F32 [n_tok rows of n_out]
- *   ADD       t = a + b                            same shapes
+ *   ADD       t = a + b                            same shapes, or b one row:
+ *             t[i,:] = a[i,:] + b[0,:] (a bias added to every row), F32
  *   MUL       t[i,:] = a[i,:] * b[0,:]             b is one row (a norm weight), F32
  *   ROPE      rotate pairs of each head of a in place-compatible fashion:
  *             iparams: [0]=n_heads in the row, [1]=head_dim, [2]=rope_dim

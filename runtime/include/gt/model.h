@@ -1,5 +1,6 @@
 /* model.h: a model read from a GGUF artifact: the llama family (llama,
- * mistral) or Gemma 3 (gemma3), each with its own graph.
+ * mistral), Gemma 3 (gemma3), Qwen 2 (qwen2) or Qwen 3 (qwen3), each with
+ * its own graph.
  *
  * Hyper-parameters come from metadata ("<arch>.block_count", ...); weights
  * stay in the mmapped file (no dequantized copy). The model knows how to
@@ -18,6 +19,8 @@ typedef enum gt_arch {
     GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
     GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
     GT_ARCH_QWEN3MOE, /* llama attention + QK-norm, NeoX RoPE; FFN = softmax-routed experts */
+    GT_ARCH_QWEN2,  /* llama + q/k/v biases, NeoX RoPE */
+    GT_ARCH_QWEN3,  /* llama + per-head q/k RMS norm, NeoX RoPE, head_dim from key_length */
 } gt_arch;
 
 typedef struct gt_hparams {

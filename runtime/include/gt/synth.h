@@ -1,4 +1,4 @@
-/* synth.h: synthetic models (llama; qwen3moe), written as GGUF.
+/* synth.h: synthetic models (llama, qwen2, qwen3, qwen3moe), written as GGUF.
  *
  * A synthetic model has a real model's shape, metadata and tokenizer but
  * seeded random weights, so tests and CI have artifacts of any size and any
@@ -21,10 +21,14 @@ typedef struct gt_synth_shape {
     float rope_base, rms_eps;
     bool tied_output; /* no output.weight: token_embd doubles as the output */
     const char *arch; /* general.architecture; NULL means "llama" */
-    /* qwen3moe: head width (0: n_embd / n_head), experts per layer, experts
-     * used per token, one expert's feed-forward width */
+    /* head width (0: n_embd / n_head; else written as attention.key_length);
+     * qwen3moe: experts per layer, experts used per token, one expert's
+     * feed-forward width */
     int head_dim, n_expert, n_expert_used, n_ff_exp;
 } gt_synth_shape;
+
+/* The preset's architecture ("llama" when it names none). */
+const char *gt_synth_arch(const gt_synth_shape *p);
 
 /* The preset called name, or NULL. */
 const gt_synth_shape *gt_synth_preset(const char *name);
