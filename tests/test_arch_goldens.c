@@ -34,7 +34,12 @@
 
 #define MAX_DLOGIT 1e-4
 #define TIE 1e-3
-#define MAX_DLOGIT_QUANT 0.5 /* TO MEASURE */
+/* A real quantized model (tests/models.json; Qwen2.5-Coder-0.5B Q4_K_M):
+ * llama.cpp's quantized dots round the activations to 8 bits (Q8_K/Q8_0),
+ * ours use them exact, so logits of magnitude ~20 differ by more: measured
+ * 0.24 (2026-12-06, reference backend); the bound is ~2x that, and top-1 is
+ * judged where llama.cpp's own top-2 gap exceeds 0.1. */
+#define MAX_DLOGIT_QUANT 0.5
 #define TIE_QUANT 0.1
 #define MAX_GOLDENS 32
 
@@ -152,7 +157,8 @@ START_TEST(test_golden)
     const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItem(g, "prompt"));
     if (prompt) { /* llama.cpp tokenized it: so must we */
         int32_t ours[256];
-        int k = gt_tokenize(gt_model_tokenizer(m), prompt, strlen(prompt), true, ours, 256, &err);
+        const gt_tokenizer *tk = gt_model_tokenizer(m);
+        int k = gt_tokenize(tk, prompt, strlen(prompt), gt_tokenizer_adds_bos(tk), ours, 256, &err);
         ck_assert_msg(k == n && memcmp(ours, ids, sizeof *ids * (size_t)n) == 0,
                       "%s: the prompt's ids differ from llama.cpp's (%d vs %d tokens)", preset, k,
                       n);
