@@ -39,7 +39,7 @@ for d in gauntlet/models gauntlet/quants gauntlet/pyoracle gauntlet/opencl pocl;
 done
 cd "$T/main"
 export XDG_CACHE_HOME=$T/cache
-unset GT_SMOLLM2 GT_GEMMA3 GT_MODEL_DIR GT_MODEL_MIRROR GT_PYORACLE
+unset GT_SMOLLM2 GT_GEMMA3 GT_QWEN25 GT_MODEL_DIR GT_MODEL_MIRROR GT_PYORACLE
 echo "ci/fresh-clone.sh: $T/main (no ../shared), git $(git rev-parse --short HEAD)"
 bash ci/test.sh
 echo "ci/fresh-clone.sh: main job"
