@@ -1,4 +1,4 @@
-/* cmd_synth.c: `gauntlet synth`: write a synthetic llama model (seeded random
+/* cmd_synth.c: `gauntlet synth`: write a synthetic model (seeded random
  * weights, working tokenizer) for tests and CI, where no real model may be
  * downloaded. All the work is gt_synth_write; this is argument handling. */
 #include <getopt.h>
@@ -12,26 +12,28 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet synth OUT [--preset NAME] [--seed S] [--type T]\n"
-               "  writes a llama-architecture GGUF with seeded random weights and a\n"
+    fprintf(f, "usage: gauntlet synth OUT [--arch A] [--preset NAME] [--seed S] [--type T]\n"
+               "  writes a GGUF of the preset's architecture with seeded random weights and a\n"
                "  SentencePiece-style tokenizer; the same arguments give the same bytes.\n"
                "  --preset NAME  model shape (default tiny):\n");
     for (int i = 0; gt_synth_preset_at(i); i++) {
         const gt_synth_shape *p = gt_synth_preset_at(i);
-        fprintf(f, "                   %-13s n_embd %d, %d layers, %d/%d heads, ffn %d, "
-                   "vocab %d%s\n", p->name, p->n_embd, p->n_layer, p->n_head, p->n_head_kv,
-                p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "");
+        fprintf(f, "                   %-13s %s, n_embd %d, %d layers, %d/%d heads, ffn %d, "
+                   "vocab %d%s\n", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
+                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "");
     }
-    fprintf(f, "  --seed S       weight seed (default 1)\n"
+    fprintf(f, "  --arch A       the preset's architecture (llama, phi3): a check that it is\n"
+               "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"
                "                 q8_0, q4_0, q4_1; norms are always f32\n");
 }
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *preset = "tiny", *type_name = "f32";
+    const char *preset = "tiny", *type_name = "f32", *arch = NULL;
     uint64_t seed = 1;
     static const struct option opts[] = {{"preset", required_argument, 0, 'p'},
+                                         {"arch", required_argument, 0, 'a'},
                                          {"seed", required_argument, 0, 's'},
                                          {"type", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
@@ -41,6 +43,7 @@ int cmd_synth(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': preset = optarg; break;
+        case 'a': arch = optarg; break;
         case 's':
             if (gt_cli_u64("synth", "--seed", optarg, &seed) != 0)
                 return GT_EXIT_USAGE;
@@ -58,6 +61,11 @@ int cmd_synth(int argc, char **argv)
     const char *out = argv[optind];
     if (!gt_synth_preset(preset)) {
         fprintf(stderr, "gauntlet synth: unknown preset '%s' (see --help)\n", preset);
+        return GT_EXIT_USAGE;
+    }
+    const char *parch = gt_synth_preset(preset)->arch ? gt_synth_preset(preset)->arch : "llama";
+    if (arch && strcmp(arch, parch) != 0) {
+        fprintf(stderr, "gauntlet synth: preset '%s' is %s, not %s\n", preset, parch, arch);
         return GT_EXIT_USAGE;
     }
     gt_type type;

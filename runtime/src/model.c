@@ -1,5 +1,5 @@
 /* model.c: reading a model out of a GGUF artifact: the llama family and
- * Gemma 3.
+ * Gemma 3 (Phi-3's own parts are in model_phi3.c).
  *
  * Hyper-parameters come from "<arch>.*" metadata, weights are looked up by
  * their llama.cpp names and checked against the shapes the hyper-parameters
@@ -54,6 +54,46 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
     if (!gt_gguf_kv_float(g, i, out))
         return gt_err_set(err, "metadata key %s is a %s, expected a number", full,
                           gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
+    return 0;
+}
+
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err)
+{
+    return arch_int(g, arch, key, def, out, err);
+}
+
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err)
+{
+    return arch_float(g, arch, key, def, out, err);
+}
+
+/* As llama.cpp reads them: a missing type is linear, a missing or zero
+ * factor is 1; "none" never scales. YaRN and LongRoPE-by-key change the
+ * angles in ways the ROPE op does not implement, so they are refused. */
+int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.rope.scaling.type", hp->arch);
+    const char *type = gt_gguf_get_str(g, full);
+    if (gt_gguf_find_key(g, full) >= 0 && !type)
+        return gt_err_set(err, "metadata key %s is not a string", full);
+    double factor, attn;
+    if (arch_float(g, hp->arch, "rope.scaling.factor", 0.0, &factor, err) ||
+        arch_float(g, hp->arch, "rope.scaling.attn_factor", 1.0, &attn, err))
+        return -1;
+    hp->rope_freq_scale = 1.0f;
+    hp->rope_attn_factor = (float)attn;
+    if (type && strcmp(type, "none") == 0)
+        return 0;
+    if (type && strcmp(type, "linear") != 0)
+        return gt_err_set(err, "unsupported: %s = '%s' (implemented: none, linear)", full, type);
+    if (factor < 0.0 || !isfinite(factor) || !isfinite(attn) || attn <= 0.0)
+        return gt_err_set(err, "%s.rope.scaling.factor %g / attn_factor %g out of range", hp->arch,
+                          factor, attn);
+    if (factor != 0.0)
+        hp->rope_freq_scale = (float)(1.0 / factor);
     return 0;
 }
 
@@ -113,10 +153,10 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     bool llama = false;
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
-    const bool gemma3 = strcmp(arch, "gemma3") == 0;
-    if (!llama && !gemma3)
+    const bool gemma3 = strcmp(arch, "gemma3") == 0, phi3 = strcmp(arch, "phi3") == 0;
+    if (!llama && !gemma3 && !phi3)
         return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
-                               "gemma3)", arch);
+                               "gemma3, phi3)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -142,8 +182,12 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->rope_base = (float)f;
     if (arch_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &f, err)) return -1;
     hp->rms_eps = (float)f;
+    hp->rope_freq_scale = hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
     if (gemma3)
         return read_gemma3(g, hp, err);
+    if (phi3)
+        return gt_model_read_phi3(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
     if (hp->n_embd % hp->n_head != 0)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
@@ -159,7 +203,7 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
                           hp->rope_dim, hp->head_dim);
     hp->rope_base_local = hp->rope_base;
     hp->rope_mode = 0; /* llama.cpp's llama GGUFs store Q/K permuted for adjacent pairs */
-    return 0;
+    return gt_model_rope_scaling(g, hp, err);
 }
 
 /* Finds a weight and checks it is [rows x cols] (ne[0] = cols). */
@@ -182,6 +226,12 @@ static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows
     return 0;
 }
 
+int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                    const gt_gguf_tensor **out, gt_err *err)
+{
+    return weight(g, name, cols, rows, out, err);
+}
+
 static int find_weights(gt_model *m, gt_err *err)
 {
     const gt_gguf *g = m->gguf;
@@ -199,6 +249,12 @@ static int find_weights(gt_model *m, gt_err *err)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return gt_err_set(err, "out of memory");
+    if (hp->arch_id == GT_ARCH_PHI3)
+        return gt_model_find_phi3(m, err);
+    /* Llama 3.x: frequency factors for every layer's Q and K */
+    if (gt_gguf_find_tensor(g, "rope_freqs.weight") &&
+        weight(g, "rope_freqs.weight", hp->rope_dim / 2, 1, &m->rope_freqs, err))
+        return -1;
     for (int l = 0; l < hp->n_layer; l++) {
         gt_layer_weights *w = &m->layers[l];
         char n[96];
@@ -259,14 +315,19 @@ const gt_hparams *gt_model_hparams(const gt_model *m) { return &m->hp; }
 const gt_tokenizer *gt_model_tokenizer(const gt_model *m) { return m->tok; }
 const gt_gguf *gt_model_gguf(const gt_model *m) { return m->gguf; }
 
+/* A weight's bytes and elements, 0 for one the architecture does not have
+ * (phi3's fused wqkv stands for wq, wk, wv). */
+#define NB(w) ((w) ? (w)->nbytes : 0)
+#define NE(w) ((w) ? (uint64_t)(w)->n_elements : 0)
+
 uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
 {
     uint64_t bytes = gt_row_size(m->tok_embd->type, m->hp.n_embd) + m->output->nbytes +
                      m->out_norm->nbytes;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
-        bytes += w->attn_norm->nbytes + w->wq->nbytes + w->wk->nbytes + w->wv->nbytes +
-                 w->wo->nbytes + w->ffn_norm->nbytes + w->w_gate->nbytes + w->w_up->nbytes +
+        bytes += w->attn_norm->nbytes + NB(w->wq) + NB(w->wk) + NB(w->wv) + NB(w->wqkv) +
+                 w->wo->nbytes + w->ffn_norm->nbytes + NB(w->w_gate) + w->w_up->nbytes +
                  w->w_down->nbytes;
         if (w->q_norm)
             bytes += w->q_norm->nbytes + w->k_norm->nbytes + w->post_attn_norm->nbytes +
@@ -277,7 +338,9 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
 
 gt_type gt_model_main_type(const gt_model *m)
 {
-    return m->hp.n_layer > 0 ? m->layers[0].w_gate->type : m->output->type;
+    if (m->hp.n_layer == 0)
+        return m->output->type;
+    return m->layers[0].w_gate ? m->layers[0].w_gate->type : m->layers[0].w_up->type;
 }
 
 uint64_t gt_model_matrix_params(const gt_model *m)
@@ -285,9 +348,8 @@ uint64_t gt_model_matrix_params(const gt_model *m)
     uint64_t n = (uint64_t)m->output->n_elements;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
-        n += (uint64_t)(w->wq->n_elements + w->wk->n_elements + w->wv->n_elements +
-                        w->wo->n_elements + w->w_gate->n_elements + w->w_up->n_elements +
-                        w->w_down->n_elements);
+        n += NE(w->wq) + NE(w->wk) + NE(w->wv) + NE(w->wqkv) + NE(w->wo) + NE(w->w_gate) +
+             NE(w->w_up) + NE(w->w_down);
     }
     return n;
 }

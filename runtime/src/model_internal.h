@@ -15,6 +15,10 @@ typedef struct gt_layer_weights {
     const gt_gguf_tensor *w_gate;    /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_up;      /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_down;    /* (n_embd rows of n_ff) */
+    /* phi3 only (NULL otherwise): Q, K, V rows stacked (n_embd + 2 kv_dim rows
+     * of n_embd; wq/wk/wv are NULL then); w_up then holds 2 n_ff rows, the
+     * gate's first and the up projection's after them (w_gate is NULL). */
+    const gt_gguf_tensor *wqkv;
     /* gemma3 only (NULL otherwise) */
     const gt_gguf_tensor *q_norm, *k_norm;                /* (head_dim) */
     const gt_gguf_tensor *post_attn_norm, *post_ffn_norm; /* (n_embd) */
@@ -28,6 +32,27 @@ struct gt_model {
     const gt_gguf_tensor *out_norm;  /* (n_embd) */
     const gt_gguf_tensor *output;    /* (n_vocab rows of n_embd); == tok_embd when tied */
     gt_layer_weights *layers;        /* (n_layer) */
+    /* RoPE frequency factors (rope_dim/2, f32), NULL when the file has none:
+     * Llama 3's rope_freqs; Phi-3's long and short (graph_phi3.c picks one). */
+    const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
 };
+
+/* Metadata and weights, for the per-architecture readers (model_phi3.c):
+ * "<arch>.<key>" as an integer (def < 0: required), a number, and a weight
+ * checked to be [rows x cols] (rows == 1: a 1-D f32 vector). */
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err);
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err);
+int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                    const gt_gguf_tensor **out, gt_err *err);
+/* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor); any other
+ * type is refused by name. */
+int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+
+/* phi3 (model_phi3.c): the hyper-parameters after the common ones, and the
+ * weights. */
+int gt_model_read_phi3(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+int gt_model_find_phi3(gt_model *m, gt_err *err);
 
 #endif

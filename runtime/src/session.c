@@ -75,7 +75,8 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     /* Every op/type the graph needs, checked up front: an unsupported
      * combination is reported, never computed. */
     char why[256];
-    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, m->layers[0].wq->type,
+    const gt_layer_weights *l0 = &m->layers[0];
+    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, (l0->wq ? l0->wq : l0->wqkv)->type,
                               m->layers[0].w_down->type};
     for (size_t i = 0; i < sizeof wtypes / sizeof wtypes[0]; i++) {
         gt_op op = i == 0 ? GT_OP_GET_ROWS : GT_OP_MUL_MAT;
@@ -308,6 +309,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
             return gt_err_wrap(err, "uploading tokens");
         if (s->model->hp.arch_id == GT_ARCH_GEMMA3)
             gt_graph_gemma3(s, nb, pos, all_logits);
+        else if (s->model->hp.arch_id == GT_ARCH_PHI3)
+            gt_graph_phi3(s, nb, pos, all_logits);
         else
             gt_graph_llama(s, nb, pos, all_logits);
         gt_graph g = {s->nodes, s->n_nodes};

@@ -171,5 +171,6 @@ static inline int attn_window(const gt_session *s, int window)
  * session.c drops for a batch whose logits nobody reads. */
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits);
 
 #endif

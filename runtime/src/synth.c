@@ -1,4 +1,4 @@
-/* synth.c: synthetic llama models with seeded weights and a working
+/* synth.c: synthetic llama and phi3 models with seeded weights and a working
  * SentencePiece-style tokenizer (see gt/synth.h).
  *
  * Design choices:
@@ -35,14 +35,23 @@
 
 static const gt_synth_shape PRESETS[] = {
     /* name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx */
-    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false},
+    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0},
     /* SmolLM2-135M's shape; its real context is 8192, 2048 keeps the KV
      * cache of a default session small. */
-    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true},
+    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true, NULL, 0},
     /* stories260K's shape (ff 172 is not a multiple of the 32-wide quant
      * blocks, as in the real one): the tests' stand-in when ../shared is
      * absent. */
-    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false},
+    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0},
+    /* Llama 3 with rope_freqs: the rule at a tiny original context (64), so
+     * the factors (1 .. 32) change a short prompt's logits. */
+    {"llama3-tiny", 128, 2, 8, 2, 320, 512, 256, 500000.0f, 1e-5f, false, "llama", 64},
+    /* Llama 3.2 1B's shape (2 of its 16 layers; its context is 131072). */
+    {"llama3.2-1b", 2048, 2, 32, 8, 8192, 128256, 2048, 500000.0f, 1e-5f, true, "llama", 8192},
+    /* Phi-3 with long/short factors: sessions over 64 positions use the long. */
+    {"phi3-tiny", 128, 2, 4, 2, 256, 512, 256, 10000.0f, 1e-5f, false, "phi3", 64},
+    /* Phi-3-mini-128k's shape (2 of its 32 layers; context 131072, original 4096). */
+    {"phi3-mini", 3072, 2, 32, 32, 8192, 32064, 131072, 10000.0f, 1e-5f, false, "phi3", 4096},
 };
 #define N_PRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
@@ -325,16 +334,75 @@ static int add_matrix(synth *s, const char *name, int64_t cols, int64_t rows, do
     return 0;
 }
 
+/* A 1-D f32 vector of given values (RoPE factors). */
+static int add_vector(synth *s, const char *name, const float *v, int64_t n)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    if (!x || keep(s, x) != 0)
+        return gt_err_set(s->err, "out of memory for tensor %s", name);
+    memcpy(x, v, (size_t)n * sizeof *x);
+    gt_gguf_writer_add_tensor(s->w, name, GT_TYPE_F32, 1, &n, x, (size_t)n * sizeof *x);
+    return 0;
+}
+
+static bool is_phi3(const gt_synth_shape *m) { return m->arch && strcmp(m->arch, "phi3") == 0; }
+
+#define MAX_PAIRS 256
+
+/* The RoPE factor tensors of presets with rope_orig_ctx (gt/synth.h).
+ * Llama 3: llama.cpp's converter rule (wavelengths under orig/4 keep 1,
+ * over orig get the factor 32, a smooth blend between). Phi-3: short
+ * factors 1 .. 1.1 and long 1 .. 32, growing with the wavelength as the
+ * published ones do. */
+static int add_rope_factors(synth *s, const gt_synth_shape *m)
+{
+    const int half = m->n_embd / m->n_head / 2;
+    float f[MAX_PAIRS], g[MAX_PAIRS];
+    if (m->rope_orig_ctx <= 0)
+        return 0;
+    if (half > MAX_PAIRS)
+        return gt_err_set(s->err, "rope dims %d exceed %d", 2 * half, 2 * MAX_PAIRS);
+    for (int j = 0; j < half; j++) {
+        const double t = half > 1 ? (double)j / (half - 1) : 0.0;
+        const double wavelen = 2.0 * M_PI * pow(m->rope_base, 2.0 * j / (2.0 * half));
+        const double factor = 32.0, low = 1.0, high = 4.0, orig = m->rope_orig_ctx;
+        if (wavelen < orig / high)
+            f[j] = 1.0f;
+        else if (wavelen > orig / low)
+            f[j] = (float)factor;
+        else {
+            const double smooth = (orig / wavelen - low) / (high - low);
+            f[j] = (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+        }
+        g[j] = (float)(1.0 + 0.1 * t); /* phi3 short */
+        if (is_phi3(m))
+            f[j] = (float)(1.0 + 31.0 * t * t); /* phi3 long */
+    }
+    if (!is_phi3(m))
+        return add_vector(s, "rope_freqs.weight", f, half);
+    return add_vector(s, "rope_factors_long.weight", f, half) ||
+           add_vector(s, "rope_factors_short.weight", g, half);
+}
+
 static int add_weights(synth *s, const gt_synth_shape *m)
 {
     const int64_t E = m->n_embd, F = m->n_ff, V = m->n_vocab;
     const int64_t KV = (int64_t)m->n_head_kv * (m->n_embd / m->n_head);
     const double sE = 0.5 / sqrt((double)E), sF = 0.5 / sqrt((double)F);
-    if (add_matrix(s, "token_embd.weight", E, V, sE))
+    if (add_matrix(s, "token_embd.weight", E, V, sE) || add_rope_factors(s, m))
         return -1;
     for (int l = 0; l < m->n_layer; l++) {
         char n[64];
 #define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix), n)
+        if (is_phi3(m)) { /* fused: Q, K, V rows stacked; gate rows then up rows */
+            if (add_norm(s, NAME("attn_norm"), E) ||
+                add_matrix(s, NAME("attn_qkv"), E, E + 2 * KV, sE) ||
+                add_matrix(s, NAME("attn_output"), E, E, sE) || add_norm(s, NAME("ffn_norm"), E) ||
+                add_matrix(s, NAME("ffn_up"), E, 2 * F, sE) ||
+                add_matrix(s, NAME("ffn_down"), F, E, sF))
+                return -1;
+            continue;
+        }
         if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, E, sE) ||
             add_matrix(s, NAME("attn_k"), E, KV, sE) ||
             add_matrix(s, NAME("attn_v"), E, KV, sE) ||
@@ -371,23 +439,33 @@ static int file_type_of(gt_type t)
 static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t seed, gt_type type,
                          const vocab *v)
 {
-    char name[64];
+    char name[64], k[96];
+    const char *arch = m->arch ? m->arch : "llama";
     snprintf(name, sizeof name, "synth-%s", m->name);
-    gt_gguf_writer_set_str(w, "general.architecture", "llama");
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
+    gt_gguf_writer_set_str(w, "general.architecture", arch);
     gt_gguf_writer_set_str(w, "general.name", name);
     gt_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
     gt_gguf_writer_set_str(w, "gauntlet.synth.preset", m->name);
     gt_gguf_writer_set_scalar(w, "gauntlet.synth.seed", GT_GGUF_UINT64, &seed);
-    gt_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)m->n_vocab);
-    gt_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)m->n_ctx);
-    gt_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)m->n_embd);
-    gt_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)m->n_layer);
-    gt_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)m->n_ff);
-    gt_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)m->n_head);
-    gt_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)m->n_head_kv);
-    gt_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(m->n_embd / m->n_head));
-    gt_gguf_writer_set_f32(w, "llama.rope.freq_base", m->rope_base);
-    gt_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", m->rms_eps);
+    gt_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)m->n_vocab);
+    gt_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)m->n_ctx);
+    gt_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)m->n_embd);
+    gt_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)m->n_layer);
+    gt_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)m->n_ff);
+    gt_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)m->n_head);
+    gt_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)m->n_head_kv);
+    gt_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(m->n_embd / m->n_head));
+    gt_gguf_writer_set_f32(w, KEY("rope.freq_base"), m->rope_base);
+    gt_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->rms_eps);
+    if (is_phi3(m) && m->rope_orig_ctx > 0) { /* as llama.cpp's converter writes LongRoPE */
+        const double scale = (double)m->n_ctx / m->rope_orig_ctx;
+        gt_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                               (uint32_t)m->rope_orig_ctx);
+        gt_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                               (float)sqrt(1.0 + log(scale) / log((double)m->rope_orig_ctx)));
+    }
+#undef KEY
     gt_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     gt_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, (uint64_t)v->n);
     gt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GT_GGUF_FLOAT32, v->score, (uint64_t)v->n);

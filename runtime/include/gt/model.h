@@ -1,5 +1,5 @@
 /* model.h: a model read from a GGUF artifact: the llama family (llama,
- * mistral) or Gemma 3 (gemma3), each with its own graph.
+ * mistral), Gemma 3 (gemma3) or Phi-3 (phi3), each with its own graph.
  *
  * Hyper-parameters come from metadata ("<arch>.block_count", ...); weights
  * stay in the mmapped file (no dequantized copy). The model knows how to
@@ -17,6 +17,7 @@
 typedef enum gt_arch {
     GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
     GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
+    GT_ARCH_PHI3,   /* llama with fused QKV and gate/up, NeoX RoPE, long/short RoPE factors */
 } gt_arch;
 
 typedef struct gt_hparams {
@@ -42,6 +43,9 @@ typedef struct gt_hparams {
     int swa_window;    /* sliding window of the local layers (0: every layer is global) */
     int swa_period;    /* with a window: layer l is global when (l+1) % swa_period == 0 */
     float rope_base_local; /* rope base of the local layers */
+    float rope_freq_scale; /* rope.scaling linear: 1/factor (1: none) */
+    float rope_attn_factor; /* cos/sin magnitude (phi3 long-rope; 1: none) */
+    int n_ctx_orig;    /* rope.scaling.original_context_length (phi3: long factors past it) */
     /* Hyper-parameters the file has no key for, taken from the architecture's
      * published defaults ("key=value, ..."; empty when none). */
     char defaulted[256];

@@ -1,4 +1,4 @@
-/* synth.h: synthetic llama-architecture models, written as GGUF.
+/* synth.h: synthetic models (llama, phi3), written as GGUF.
  *
  * A synthetic model has a real model's shape, metadata and tokenizer but
  * seeded random weights, so tests and CI have artifacts of any size and any
@@ -20,6 +20,12 @@ typedef struct gt_synth_shape {
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_base, rms_eps;
     bool tied_output; /* no output.weight: token_embd doubles as the output */
+    const char *arch;
+    /* RoPE factors' original context (0: none). llama: rope_freqs.weight by
+     * Llama 3's rule (factor 32, low 1, high 4, this as the original
+     * context); phi3: rope_factors_long/short and the LongRoPE attn_factor,
+     * with this as rope.scaling.original_context_length. */
+    int rope_orig_ctx;
 } gt_synth_shape;
 
 /* The preset called name, or NULL. */
