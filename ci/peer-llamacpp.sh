@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ci/peer-llamacpp.sh: build llama.cpp's llama-server, llama-bench and
-# llama-cli, the peer that matrices/peer.json and `gauntlet bench --peer`
-# compare gauntlet with. The source is the llama-cpp-python 0.3.36 sdist
+# ci/peer-llamacpp.sh: build llama.cpp's llama-server, llama-bench,
+# llama-cli and llama-perplexity, the peer that matrices/peer.json, `gauntlet
+# anchors` and `gauntlet bench --peer` compare gauntlet with, and
+# gt-peer-oracle (tests/peer/gt_peer_oracle.c, linked against the same
+# libllama: logits and tokenization for the committed goldens). The source is the llama-cpp-python 0.3.36 sdist
 # from PyPI (its vendor/llama.cpp), pinned by sha256; the build is CPU only
 # with a portable ISA (GGML_NATIVE=OFF: a native build crashed on the
 # 2-core VM), AVX2/FMA/F16C and AVX-512 on where this CPU has them, AMX off.
@@ -13,7 +15,8 @@
 #                                         run the built TOOL (a matrix's "start"
 #                                         command); without the build, say so and
 #                                         exit 77, which makes the cell a skip
-#   prints: "llama-server PATH", "llama-bench PATH", "llama-cli PATH",
+#   prints: "TOOL PATH" for each tool (llama-server llama-bench llama-cli
+#           llama-perplexity gt-peer-oracle),
 #           "commit HASH", "source llama-cpp-python==0.3.36"
 #   env:   GT_PEER_DIR (default $XDG_CACHE_HOME/gauntlet/peer or
 #          ~/.cache/gauntlet/peer), GT_PEER_JOBS (default: nproc)
@@ -25,7 +28,9 @@ SDIST=llama_cpp_python-$VERSION.tar.gz
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 # The sdist carries no .git; its CHANGELOG names the llama.cpp commit of the release.
 COMMIT=0c1e57098
-TOOLS=(llama-server llama-bench llama-cli llama-perplexity)
+CMAKE_TOOLS=(llama-server llama-bench llama-cli llama-perplexity)
+TOOLS=("${CMAKE_TOOLS[@]}" gt-peer-oracle)
+here=$(cd "$(dirname "$0")/.." && pwd)
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/peer
 root=${GT_PEER_DIR:-$cache}
@@ -96,10 +101,11 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
 jobs=${GT_PEER_JOBS:-$(nproc)}
 start=$(date +%s)
 echo "peer: building ${TOOLS[*]} with $jobs jobs (about 10 min on 2 cores)" >&2
-cmake --build "$work/build" -j "$jobs" --target "${TOOLS[@]}" >"$work/build.log" 2>&1 ||
+cmake --build "$work/build" -j "$jobs" --target "${CMAKE_TOOLS[@]}" >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log" >&2; echo "ci/peer-llamacpp.sh: build failed ($work/build.log)" >&2; exit 1; }
 mkdir -p "$dir/bin"
-for t in "${TOOLS[@]}"; do install -m 0755 "$work/build/bin/$t" "$dir/bin/$t"; done
+for t in "${CMAKE_TOOLS[@]}"; do install -m 0755 "$work/build/bin/$t" "$dir/bin/$t"; done
+bash "$here/ci/peer-oracle-build.sh" "$src" "$work/build" "$dir/bin/gt-peer-oracle" >&2
 printf 'llama-cpp-python==%s sha256=%s commit=%s isa=%s built=%s seconds=%s\n' \
   "$VERSION" "$SDIST_SHA256" "$COMMIT" "$isa" "$(date -u +%FT%TZ)" "$(( $(date +%s) - start ))" >"$stamp"
 rm -rf "$work"
