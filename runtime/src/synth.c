@@ -216,13 +216,17 @@ static const char *const WORDS[] = {
     "model", "test", "data", "number", "between", "because", "where", "good", "new",
     "just", "know", "take", "year", "only", "back", "after", "work", "over", "think"};
 
-static int build_vocab(vocab *v, int n_vocab)
+/* phi3: Phi-3's <|endoftext|> too (llama.cpp looks it up by name in a model
+ * named phi3 and fails to load one without it). */
+static int build_vocab(vocab *v, int n_vocab, bool phi3)
 {
     if (vocab_init(v, n_vocab) != 0)
         return -1;
     vocab_add(v, "<unk>", TT_UNKNOWN);
     vocab_add(v, "<s>", TT_CONTROL);
     vocab_add(v, "</s>", TT_CONTROL);
+    if (phi3)
+        vocab_add(v, "<|endoftext|>", TT_CONTROL);
     for (int b = 0; b < 256; b++) {
         char p[8];
         snprintf(p, sizeof p, "<0x%02X>", b);
@@ -500,7 +504,7 @@ int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type 
     vocab v;
     synth s = {.seed = seed, .type = type, .err = err};
     int rc = -1;
-    if (build_vocab(&v, m->n_vocab) != 0) {
+    if (build_vocab(&v, m->n_vocab, is_phi3(m)) != 0) {
         gt_err_set(err, "cannot build a %d-token vocabulary", m->n_vocab);
         return -1; /* build_vocab has freed v */
     }
