@@ -5,9 +5,10 @@
  *    tensor gives logits that differ by far more than the backends do.
  *  - llama.rope.scaling.type linear with factor 2 equals rope_freqs of all 2s
  *    (freq_scale 1/2), and any other scaling type is refused by name.
- *  - phi3-tiny (synth, long/short factors, original context 64): a session
- *    of 64 positions uses the short factors, one of 128 the long ones, and
- *    the two differ; reference, cpu and opencl agree on both.
+ *  - phi3-tiny (synth, long/short factors) with an original context of 256:
+ *    a session of 128 positions uses the short factors, one of 300 the long
+ *    ones (llama.cpp's rule on the context rounded up to 256), and the two
+ *    differ; reference, cpu and opencl agree on both.
  *  - The issue's repro: SmolLM2 requantized to Q8_0 with rope_freqs.weight
  *    (32 factors from 1 to 8) added continues "The capital of France is" at
  *    temperature 0 exactly as llama.cpp 0c1e57098's llama-server does, on
@@ -49,6 +50,8 @@ typedef struct rewrite {
     const char *skey, *sval;
     const char *fkey;
     float fval;
+    const char *ukey[2];
+    uint32_t uval[2];
 } rewrite;
 
 static void rewrite_gguf(const char *src, const char *path, const rewrite *r)
@@ -66,6 +69,9 @@ static void rewrite_gguf(const char *src, const char *path, const rewrite *r)
         gt_gguf_writer_set_str(w, r->skey, r->sval);
     if (r->fkey)
         gt_gguf_writer_set_f32(w, r->fkey, r->fval);
+    for (int i = 0; i < 2; i++)
+        if (r->ukey[i])
+            gt_gguf_writer_set_u32(w, r->ukey[i], r->uval[i]);
     void **keep = calloc((size_t)gt_gguf_n_tensors(g) + 1, sizeof *keep);
     int n_keep = 0;
     for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
@@ -227,11 +233,18 @@ END_TEST
 
 START_TEST(phi3_long_short)
 {
-    const char *path = synth("phi3-tiny");
+    /* phi3-tiny's original context (64) is below llama.cpp's 256 rounding,
+     * so every session uses its long factors (as its golden checks); with
+     * an original context of 256 a session of 128 uses the short ones and
+     * one of 300 (rounded: 512) the long ones. */
+    const char *path = gt_test_tmp("phi3-tiny-orig256.gguf");
+    rewrite r = {.to = GT_TYPE_COUNT,
+                 .ukey = {"phi3.rope.scaling.original_context_length", "phi3.context_length"},
+                 .uval = {256, 1024}};
+    rewrite_gguf(synth("phi3-tiny"), path, &r);
     int nv;
-    /* the file's original context is 64: 64 positions -> short, 128 -> long */
-    float *shrt = check_backends(path, 64, &nv, "phi3-tiny n_ctx 64 (short factors)");
-    float *lng = check_backends(path, 128, &nv, "phi3-tiny n_ctx 128 (long factors)");
+    float *shrt = check_backends(path, 128, &nv, "phi3-tiny n_ctx 128 (short factors)");
+    float *lng = check_backends(path, 300, &nv, "phi3-tiny n_ctx 300 (long factors)");
     const double effect = max_diff(shrt, lng, (size_t)N_PROMPT * (size_t)nv);
     printf("phi3-tiny: long vs short factors move logits by up to %.3g\n", effect);
     ck_assert_msg(effect > FACTOR_EFFECT, "long vs short changed logits by only %g", effect);

@@ -257,8 +257,8 @@ static void print_model(const char *path)
     if (gt_gguf_find_tensor(g, "rope_freqs.weight"))
         printf("  rope factors  rope_freqs.weight on Q and K at every layer\n");
     if (gt_gguf_find_tensor(g, "rope_factors_long.weight"))
-        printf("  rope factors  rope_factors_long.weight when the context exceeds %d, else "
-               "rope_factors_short.weight\n", hp->n_ctx_orig);
+        printf("  rope factors  rope_factors_long.weight when the context (rounded up to 256, "
+               "as llama.cpp) exceeds %d, else rope_factors_short.weight\n", hp->n_ctx_orig);
     if (hp->rope_freq_scale != 1.0f || hp->rope_attn_factor != 1.0f)
         printf("  rope scaling  linear freq_scale %g; attn_factor %g\n", hp->rope_freq_scale,
                hp->rope_attn_factor);

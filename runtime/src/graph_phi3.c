@@ -5,9 +5,10 @@
  *     0..E-1, E..E+KV-1, E+KV..E+2KV-1), gate and up from the two halves of
  *     the fused ffn_up weight, so each is an ordinary MUL_MAT;
  *   - RoPE rotates NeoX halves with the long or the short frequency factors:
- *     long when the session's context exceeds the original training context
- *     (llama.cpp: n_ctx_seq > n_ctx_orig_yarn), and rope.scaling.attn_factor
- *     as the magnitude of cos and sin;
+ *     long when the session's context, rounded up to a multiple of 256 as
+ *     llama.cpp rounds it, exceeds the original training context (llama.cpp:
+ *     n_ctx_seq > n_ctx_orig_yarn), and rope.scaling.attn_factor as the
+ *     magnitude of cos and sin;
  *   - no sliding window (llama.cpp disables Phi SWA). */
 #include "session_internal.h"
 
@@ -25,7 +26,10 @@ void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits)
     const gt_model *m = s->model;
     const gt_hparams *hp = &m->hp;
     const int E = hp->n_embd, QD = hp->q_dim, KV = s->kv_dim, FF = hp->n_ff;
-    const gt_gguf_tensor *factors = s->n_ctx > hp->n_ctx_orig ? m->rope_long : m->rope_short;
+    /* llama.cpp 0c1e57098 rounds the context up to a multiple of 256
+     * (llama-context.cpp) before comparing it with the original context */
+    const int n_ctx_seq = (s->n_ctx + 255) / 256 * 256;
+    const gt_gguf_tensor *factors = n_ctx_seq > hp->n_ctx_orig ? m->rope_long : m->rope_short;
     s->n_t = 0;
     s->n_nodes = 0;
     s->layer = -1;

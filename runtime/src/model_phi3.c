@@ -13,8 +13,9 @@
  *     rope_factors_long.weight / rope_factors_short.weight (rope_dim/2
  *     each, shared by every layer). llama.cpp uses the long ones when the
  *     context a sequence may reach exceeds rope.scaling.original_context_length
- *     (n_ctx_seq > n_ctx_orig_yarn) and the short ones otherwise;
- *     graph_phi3.c applies that rule to the session's n_ctx. The converter
+ *     (n_ctx_seq > n_ctx_orig_yarn, n_ctx_seq being the context rounded up
+ *     to a multiple of 256) and the short ones otherwise; graph_phi3.c
+ *     applies that rule to the session's n_ctx. The converter
  *     also writes rope.scaling.attn_factor (sqrt(1 + ln(s)/ln(orig)) for a
  *     LongRoPE model), which scales cos and sin at every context length;
  *   - attention.sliding_window is read but not applied: llama.cpp
