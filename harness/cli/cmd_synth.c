@@ -19,10 +19,11 @@ static void help(FILE *f)
     for (int i = 0; gt_synth_preset_at(i); i++) {
         const gt_synth_shape *p = gt_synth_preset_at(i);
         fprintf(f, "                   %-13s %s, n_embd %d, %d layers, %d/%d heads, ffn %d, "
-                   "vocab %d%s\n", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
-                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "");
+                   "vocab %d%s%s\n", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
+                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "",
+                p->rope_orig_ctx > 0 ? ", rope factors" : "");
     }
-    fprintf(f, "  --arch A       the preset's architecture (llama, phi3): a check that it is\n"
+    fprintf(f, "  --arch A       fail unless the preset is of architecture A (llama, phi3)\n"
                "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"
                "                 q8_0, q4_0, q4_1; norms are always f32\n");
