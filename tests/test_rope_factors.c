@@ -4,7 +4,8 @@
  *    the same logits, and the factors matter: the same file without the
  *    tensor gives logits that differ by far more than the backends do.
  *  - llama.rope.scaling.type linear with factor 2 equals rope_freqs of all 2s
- *    (freq_scale 1/2), and any other scaling type is refused by name.
+ *    (freq_scale 1/2), and any other scaling type is refused by name, as is
+ *    an attention.key_length other than n_embd / n_head.
  *  - phi3-tiny (synth, long/short factors) with an original context of 256:
  *    a session of 128 positions uses the short factors, one of 300 the long
  *    ones (llama.cpp's rule on the context rounded up to 256), and the two
@@ -228,6 +229,18 @@ START_TEST(llama3_linear_scaling)
     ck_assert(gt_model_load(yarn, &m, &err) != 0);
     ck_assert_msg(strstr(err.msg, "unsupported: llama.rope.scaling.type = 'yarn'") != NULL, "%s",
                   err.msg);
+
+    /* a stated head size this graph does not derive is refused; the right one loads */
+    const char *kl = gt_test_tmp("key_length.gguf");
+    rewrite k = {.to = GT_TYPE_COUNT, .ukey = {"llama.attention.key_length"}, .uval = {32}};
+    rewrite_gguf(plain, kl, &k);
+    ck_assert(gt_model_load(kl, &m, &err) != 0);
+    ck_assert_msg(strstr(err.msg, "unsupported: llama.attention.key_length = 32") != NULL, "%s",
+                  err.msg);
+    k.uval[0] = 16;
+    rewrite_gguf(plain, kl, &k);
+    ck_assert_msg(gt_model_load(kl, &m, &err) == 0, "%s", err.msg);
+    gt_model_free(m);
 }
 END_TEST
 

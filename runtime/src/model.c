@@ -69,6 +69,24 @@ int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, dou
     return arch_float(g, arch, key, def, out, err);
 }
 
+/* Llama 3.x and Phi-3 converts may state the head size
+ * (attention.key_length / value_length); the llama and phi3 graphs derive
+ * it as n_embd / n_head, so a file that says otherwise is refused. */
+int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err)
+{
+    static const char *const keys[] = {"attention.key_length", "attention.value_length"};
+    for (int i = 0; i < 2; i++) {
+        int64_t v;
+        if (arch_int(g, hp->arch, keys[i], hp->head_dim, &v, err))
+            return -1;
+        if (v != hp->head_dim)
+            return gt_err_set(err, "unsupported: %s.%s = %lld (this graph's head size is "
+                                   "embedding_length / head_count = %d)", hp->arch, keys[i],
+                              (long long)v, hp->head_dim);
+    }
+    return 0;
+}
+
 /* As llama.cpp reads them: a missing type is linear, a missing or zero
  * factor is 1; "none" never scales. YaRN and LongRoPE-by-key change the
  * angles in ways the ROPE op does not implement, so they are refused. */
@@ -193,6 +211,7 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
                           hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
+    if (gt_model_head_dim_keys(g, hp, err)) return -1;
     hp->q_dim = hp->n_embd;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;

@@ -46,6 +46,8 @@ int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, dou
                         double *out, gt_err *err);
 int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                     const gt_gguf_tensor **out, gt_err *err);
+/* "<arch>.attention.key_length/value_length", when present, equal head_dim. */
+int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err);
 /* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor); any other
  * type is refused by name. */
 int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err);

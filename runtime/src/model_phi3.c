@@ -38,6 +38,7 @@ int gt_model_read_phi3(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
                           hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
+    if (gt_model_head_dim_keys(g, hp, err)) return -1;
     hp->q_dim = hp->n_embd;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
