@@ -11,7 +11,8 @@
  *      its details;
  *   4. known limitations (xfail reasons) and why cells were skipped, in
  *      plain words;
- *   5. environment: every backend, device, driver and version seen;
+ *   5. environment: every backend, device, driver and version seen, and
+ *      each model's architecture;
  *   6. accuracy and performance across cells;
  *   7. provenance: every file the run used, its source, license and how it
  *      was derived (html_provenance.c);
@@ -331,6 +332,34 @@ static void limitations(FILE *f, const gt_rep_run *r)
     fputs("</section>\n", f);
 }
 
+/* Each model the run used and its architecture (general.architecture, as
+ * recorded with its files): the graph every backend ran. */
+static void models(FILE *f, const gt_rep_run *r)
+{
+    if (!r->n_artifacts)
+        return;
+    fputs("<h3>Models</h3><table class=\"sortable\"><thead><tr><th>model</th>"
+          "<th>architecture</th></tr></thead><tbody>\n", f);
+    for (int i = 0; i < r->n_artifacts; i++) {
+        const gt_rep_artifact *a = &r->artifacts[i];
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(r->artifacts[j].model, a->model) == 0;
+        if (seen)
+            continue;
+        const char *arch = a->arch;
+        for (int j = i + 1; j < r->n_artifacts && !arch[0]; j++)
+            if (strcmp(r->artifacts[j].model, a->model) == 0)
+                arch = r->artifacts[j].arch;
+        fputs("<tr><td>", f);
+        E(a->model);
+        fputs("</td><td>", f);
+        E(arch[0] ? arch : "(not recorded)");
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</tbody></table>\n", f);
+}
+
 static void environment(FILE *f, const gt_rep_run *r)
 {
     fputs("<section id=\"environment\"><h2>Environment</h2>\n", f);
@@ -364,6 +393,7 @@ static void environment(FILE *f, const gt_rep_run *r)
         }
         fputs("</tbody></table>\n", f);
     }
+    models(f, r);
     if (r->n_parts) {
         fputs("<h3>Harness invocations</h3><p class=\"sub\">Each shard or resume of this run "
               "(merged databases list every host).</p><table><thead><tr><th>shard</th>"

@@ -10,7 +10,7 @@
  *                 memory, extra}],
  *    "parts": [{shard_index, shard_count, host, tool_version, git_sha, argv, status,
  *               started_at, finished_at}],
- *    "artifacts": [{id, model, quant, kind, file, path, sha256, size, source,
+ *    "artifacts": [{id, model, quant, kind, arch, file, path, sha256, size, source,
  *                   license, derivation, parent (an id or null)}],
  *    "cells": [{cell_id, artifact (an artifacts id or null), model, quant, backend, driver, required, expected,
  *               expect_reason, status, raw_status, reason, device, host, attempts,
@@ -163,6 +163,7 @@ int gt_report_json(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
         cJSON_AddStringToObject(e, "model", a->model);
         cJSON_AddStringToObject(e, "quant", a->quant);
         cJSON_AddStringToObject(e, "kind", a->kind);
+        cJSON_AddStringToObject(e, "arch", a->arch);
         cJSON_AddStringToObject(e, "file", a->file);
         cJSON_AddStringToObject(e, "path", a->path);
         cJSON_AddStringToObject(e, "sha256", a->sha256);

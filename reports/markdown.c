@@ -178,6 +178,10 @@ static void provenance_section(FILE *f, const gt_rep_run *r)
         }
         fputs("` ", f);
         md(f, a->file, 200);
+        if (a->arch[0]) {
+            fputs(", architecture ", f);
+            md(f, a->arch, 40);
+        }
         fprintf(f, ", sha256 `%.64s`", a->sha256);
         if (a->size >= 0)
             fprintf(f, ", %lld bytes", (long long)a->size);

@@ -100,7 +100,8 @@ int gt_report_provenance(gt_rep_run *r, sqlite3 *h, gt_err *err)
     if (sqlite3_prepare_v2(
             h,
             "SELECT sha256, min(path), size, COALESCE(kind, 'model'), COALESCE(model, ''),"
-            " COALESCE(quant, ''), COALESCE(source_sha256, '') FROM artifacts WHERE sha256 IN"
+            " COALESCE(quant, ''), COALESCE(source_sha256, ''), COALESCE(max(arch), '')"
+            " FROM artifacts WHERE sha256 IN"
             " (SELECT model_sha256 FROM cells WHERE run_id = ?1 UNION"
             "  SELECT artifact_sha256 FROM cells WHERE run_id = ?1)"
             " GROUP BY sha256 ORDER BY kind = 'quant', model, quant, sha256",
@@ -129,6 +130,7 @@ int gt_report_provenance(gt_rep_run *r, sqlite3 *h, gt_err *err)
         a->model = gt_report_dup_col(r, st, 4, &oom);
         a->quant = gt_report_dup_col(r, st, 5, &oom);
         a->source_sha256 = gt_report_dup_col(r, st, 6, &oom);
+        a->arch = gt_report_dup_col(r, st, 7, &oom);
         a->parent = -1;
     }
     sqlite3_finalize(st);

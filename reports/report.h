@@ -67,6 +67,7 @@ typedef struct gt_rep_part { /* one harness invocation: a shard, a resume */
  * from it (see reports/provenance.c for where each field comes from). */
 typedef struct gt_rep_artifact {
     const char *sha256, *file, *path, *kind, *model, *quant, *source_sha256;
+    const char *arch;       /* the model's general.architecture; "" when not recorded */
     const char *source;     /* URL, PyPI package and member, or the path it was found at */
     const char *license;    /* as the matrix states it, or "" */
     const char *derivation; /* "as distributed", "gauntlet quantize q4_0 from <sha256>", ... */

@@ -12,8 +12,13 @@
  *   skip     not run: the matrix asked for what this machine cannot have.
  *            The reason starts with its category, which the gate's
  *            allowed_skips names: "no device: ", "not built: ", "driver
- *            version: ", "unsupported: ", "artifact missing: ", "skipped by
- *            the matrix: "
+ *            version: ", "unsupported: ", "unsupported model: ", "artifact
+ *            missing: ", "skipped by the matrix: ". "unsupported" is an
+ *            (op, type) a backend declines, which the default policy allows;
+ *            "unsupported model" is a model file the runtime refuses (a
+ *            tensor its graph does not use, a metadata key or value it does
+ *            not implement: gt_model_load's GT_MODEL_UNSUPPORTED), which it
+ *            does not, so a matrix with a model run wrong cannot gate PASS
  *   error    the harness could not judge the cell (bad artifact, quantize
  *            failed, suite error), or the backend would not start on what
  *            this machine has ("bad driver setting: ", "out of memory: ",

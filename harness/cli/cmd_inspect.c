@@ -14,8 +14,16 @@
  *
  * A tensor whose type this runtime does not know does not stop the listing
  * (gt_gguf_open_lenient): it is shown as "type N" without its data, and the
- * exit code is 1. Exit codes: 0 ok; 1 unknown tensor types; 2 for bad usage
- * and for a file that cannot be opened or fails validation. */
+ * exit code is 1. A valid model the runtime refuses (gt_model_load's
+ * GT_MODEL_UNSUPPORTED: an architecture, a tensor its graph does not use, a
+ * metadata key or value it does not implement) is listed in full too, then
+ * "model: unsupported: ..." names every such thing, and the exit code is 1:
+ * the file is fine, running it here is not. Exit codes: 0 ok (a GGUF that
+ * is not a model at all, such as a vocabulary file, is ok); 1 unknown tensor
+ * types or an unsupported model; 2 for bad usage and for a file that cannot
+ * be opened or fails validation. JSON output carries the same verdict as
+ * "model": {"status": "ok" | "unsupported" | "not loadable" | "none",
+ * "reason", "architecture"}. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +54,10 @@ static void usage(FILE *f)
           "  --help        show this help\n"
           "\n"
           "Exit status: 0 ok, 1 a tensor has a type this runtime does not know (all\n"
-          "metadata and tensors are still listed, the unknown type by its number),\n"
-          "2 bad usage or a file that cannot be read or validated.\n",
+          "metadata and tensors are still listed, the unknown type by its number) or\n"
+          "the model is unsupported (a tensor its graph does not use, a metadata key\n"
+          "or value the runtime does not implement: all are named), 2 bad usage or a\n"
+          "file that cannot be read or validated.\n",
           f);
 }
 
@@ -228,17 +238,38 @@ static const char *type_label(int type)
     return b;
 }
 
+/* Whether the runtime runs the file: 0 (and *out the model) when it loads,
+ * 1 when it refuses it (why: "unsupported: ..."), 2 when it is not a model
+ * it can load for another reason (why: the error). */
+static int load_status(const char *path, gt_model **out, char *why, size_t cap)
+{
+    gt_err err = {{0}};
+    *out = NULL;
+    int rc = gt_model_load(path, out, &err);
+    /* The message is "PATH: ..."; the path is shown already. */
+    size_t n = strlen(path);
+    const char *w = strncmp(err.msg, path, n) == 0 && err.msg[n] == ':' ? err.msg + n + 2
+                                                                       : err.msg;
+    snprintf(why, cap, "%s", rc ? w : "");
+    return rc == 0 ? 0 : rc == GT_MODEL_UNSUPPORTED ? 1 : 2;
+}
+
 /* The hyper-parameters the runtime reads from the file, and which of them
  * came from the architecture's defaults because the file has no key. A
- * file that is not a loadable model (a tokenizer-only GGUF, an unsupported
- * architecture) says why; that is not an inspect failure. */
-static void print_model(const char *path)
+ * file that is not a loadable model (a tokenizer-only GGUF) says why; that
+ * is not an inspect failure. An unsupported model is: returns 1. */
+static int print_model(const char *path)
 {
     gt_model *m;
-    gt_err err = {{0}};
-    if (gt_model_load(path, &m, &err) != 0) {
-        printf("\nmodel: not loadable by the runtime: %s\n", err.msg);
-        return;
+    char why[1100];
+    int st = load_status(path, &m, why, sizeof why);
+    if (st == 1) {
+        printf("\nmodel: %s\n", why);
+        return 1;
+    }
+    if (st == 2) {
+        printf("\nmodel: not loadable by the runtime: %s\n", why);
+        return 0;
     }
     const gt_hparams *hp = gt_model_hparams(m);
     printf("\nmodel (as the runtime reads it):\n");
@@ -265,6 +296,7 @@ static void print_model(const char *path)
     printf("  defaulted     %s\n",
            hp->defaulted[0] ? hp->defaulted : "(none: every value is in the file)");
     gt_model_free(m);
+    return 0;
 }
 
 static void print_text(const char *path, const gt_gguf *g, bool tensors)
@@ -445,7 +477,7 @@ static cJSON *json_kv(const gt_gguf *g, int64_t i)
     return o;
 }
 
-static int print_json(const char *path, const gt_gguf *g, bool tensors)
+static int print_json(const char *path, const gt_gguf *g, bool tensors, bool *unsupported)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root)
@@ -495,6 +527,23 @@ static int print_json(const char *path, const gt_gguf *g, bool tensors)
     }
     cJSON_AddNumberToObject(root, "total_bytes", (double)tt.all_bytes);
     cJSON_AddNumberToObject(root, "unknown_type_tensors", (double)tt.unknown);
+    /* "model": whether the runtime runs it ("ok", "unsupported" with why,
+     * "not loadable" with why, "none" for a file without tensors). */
+    cJSON *mo = cJSON_AddObjectToObject(root, "model");
+    int st = 3;
+    char why[1100] = "";
+    if (!tt.unknown && gt_gguf_n_tensors(g) > 0) {
+        gt_model *m;
+        st = load_status(path, &m, why, sizeof why);
+        if (m)
+            cJSON_AddStringToObject(mo, "architecture", gt_model_hparams(m)->arch);
+        gt_model_free(m);
+    }
+    static const char *const NAMES[] = {"ok", "unsupported", "not loadable", "none"};
+    cJSON_AddStringToObject(mo, "status", NAMES[st]);
+    if (why[0])
+        cJSON_AddStringToObject(mo, "reason", why);
+    *unsupported = st == 1;
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text)
@@ -541,8 +590,9 @@ int cmd_inspect(int argc, char **argv)
         return GT_EXIT_USAGE;
     }
     int rc = GT_EXIT_OK;
+    bool unsupported = false;
     if (json) {
-        if (print_json(path, g, tensors) != 0) {
+        if (print_json(path, g, tensors, &unsupported) != 0) {
             fprintf(stderr, "gauntlet inspect: out of memory building the JSON output\n");
             rc = GT_EXIT_USAGE;
         }
@@ -551,9 +601,18 @@ int cmd_inspect(int argc, char **argv)
     }
     totals tt;
     count_types(g, &tt);
-    if (!json && !tt.unknown)
-        print_model(path);
+    /* A file with no tensors (a vocabulary GGUF) is no model to refuse. */
+    if (!json && !tt.unknown && gt_gguf_n_tensors(g) > 0)
+        unsupported = print_model(path) != 0;
+    if (!json && gt_gguf_n_tensors(g) == 0)
+        printf("\nmodel: none (no tensors: a vocabulary or metadata-only file)\n");
     gt_gguf_close(g);
+    if (unsupported) {
+        fflush(stdout); /* after the listing, also where both go to one pipe */
+        fprintf(stderr, "gauntlet inspect: %s: the runtime does not support this model (see "
+                        "\"model\" above)\n", path);
+        rc = rc == GT_EXIT_OK ? GT_EXIT_FAIL : rc;
+    }
     if (tt.unknown) {
         fprintf(stderr, "gauntlet inspect: %s: %" PRId64 " tensor(s) have a type this runtime does"
                         " not know (the first: type %d); listed above without their data\n",

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gt/gguf.h"
+#include "gt/model.h"
 #include "net.h"
 #include "gt/synth.h"
 #include "base.h"
@@ -277,6 +278,35 @@ static void synth_path(const gt_artifacts *a, const gt_mx_model *md, const char 
              md->synth_preset, (unsigned long long)md->synth_seed, quant);
 }
 
+/* A file the runtime refuses to run (gt_model_load says
+ * GT_MODEL_UNSUPPORTED: an architecture, a tensor its graph does not use, a
+ * metadata key or value it does not implement) makes its cells skip
+ * "unsupported model: ...", a category the gate does not allow unless the
+ * matrix says so: a matrix with a model the runtime would run wrong never
+ * gates PASS, and plan names why before anything runs. Other load failures
+ * are left to the cells, which report them as errors. */
+static void check_model(gt_artifact *art, const gt_mx_model *md)
+{
+    gt_model *m = NULL;
+    gt_err err = {{0}};
+    int rc = gt_model_load(art->path, &m, &err);
+    gt_model_free(m);
+    gt_gguf *g;
+    gt_err gerr = {{0}};
+    if (gt_gguf_open(art->path, &g, &gerr) == 0) { /* the report's environment names it */
+        const char *arch = gt_gguf_get_str(g, "general.architecture");
+        snprintf(art->arch, sizeof art->arch, "%s", arch ? arch : "");
+        gt_gguf_close(g);
+    }
+    if (rc != GT_MODEL_UNSUPPORTED)
+        return;
+    /* "PATH: unsupported: WHAT" -> WHAT */
+    const char *why = strstr(err.msg, ": unsupported: ");
+    why = why ? why + strlen(": unsupported: ") : err.msg;
+    art->state = GT_ART_UNSUPPORTED;
+    snprintf(art->reason, sizeof art->reason, "unsupported model: model %s: %s", md->id, why);
+}
+
 /* Makes (if needed) and hashes one synthetic variant. */
 static void make_synth(gt_artifacts *a, const gt_mx_model *md, const char *quant,
                        gt_artifact *art)
@@ -295,6 +325,8 @@ static void make_synth(gt_artifacts *a, const gt_mx_model *md, const char *quant
         art->state = is_file(art->path, NULL) ? GT_ART_OK : GT_ART_TO_MAKE;
         snprintf(art->reason, sizeof art->reason, "synthesize %s seed %llu as %s",
                  md->synth_preset, (unsigned long long)md->synth_seed, quant);
+        if (art->state == GT_ART_OK)
+            check_model(art, md);
         return;
     }
     char dir[PATH_MAX];
@@ -315,7 +347,9 @@ hash:;
     if (gt_sha256_file(art->path, art->sha256, &art->size, &herr) != 0) {
         art->state = GT_ART_ERROR;
         snprintf(art->reason, sizeof art->reason, "%s", herr.msg);
+        return;
     }
+    check_model(art, md);
 }
 
 const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
@@ -329,8 +363,12 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
         return art;
     }
     find_source(a, md, art);
-    if (art->state != GT_ART_OK || art->sha256[0]) /* failed, or fetched and verified */
+    if (art->state != GT_ART_OK)
         return art;
+    if (art->sha256[0]) { /* fetched and verified */
+        check_model(art, md);
+        return art;
+    }
     if (md->size >= 0 && art->size != (uint64_t)md->size) {
         art->state = GT_ART_ERROR;
         snprintf(art->reason, sizeof art->reason,
@@ -338,7 +376,8 @@ const gt_artifact *gt_artifacts_source(gt_artifacts *a, const gt_mx_model *md)
                  (unsigned long long)art->size, (long long)md->size);
         return art;
     }
-    if (a->dry_run)
+    check_model(art, md);
+    if (a->dry_run || art->state != GT_ART_OK)
         return art;
     gt_err err = {{0}};
     if (gt_sha256_file(art->path, art->sha256, &art->size, &err) != 0) {
@@ -501,6 +540,7 @@ const gt_artifact *gt_artifacts_quant(gt_artifacts *a, const gt_mx_model *md, co
         return art;
     }
     art->kind = "quant";
+    snprintf(art->arch, sizeof art->arch, "%s", src->arch); /* quantize keeps every key */
     if (a->dry_run) {
         snprintf(art->path, sizeof art->path, "%s/quants/<sha256 of %s>-%s-qv%d.gguf",
                  a->cache_dir, base_name(src->path), quant, GT_QUANTIZER_VERSION);
@@ -551,6 +591,8 @@ cJSON *gt_artifact_json(const gt_artifact *art, const char *model, const char *q
     cJSON_AddStringToObject(o, "path", art->path);
     cJSON_AddNumberToObject(o, "size", (double)art->size);
     cJSON_AddStringToObject(o, "kind", art->kind ? art->kind : "model");
+    if (art->arch[0])
+        cJSON_AddStringToObject(o, "arch", art->arch);
     cJSON_AddStringToObject(o, "model", model);
     if (quant)
         cJSON_AddStringToObject(o, "quant", quant);

@@ -44,8 +44,11 @@ typedef enum gt_art_state {
     GT_ART_MISSING, /* not found anywhere: cells skip */
     GT_ART_ERROR,   /* found but wrong (sha256/size), or making it failed: cells error */
     GT_ART_TO_MAKE, /* dry run: would be made */
-    GT_ART_UNSUPPORTED, /* a valid file with a tensor type this runtime lacks: cells skip
-                           "unsupported: tensor type N" */
+    GT_ART_UNSUPPORTED, /* a valid file this runtime cannot run: cells skip. A tensor type
+                           it lacks: "unsupported: tensor type N" (allowed by the gate
+                           by default); a model it refuses (gt_model_load's
+                           GT_MODEL_UNSUPPORTED): "unsupported model: ..." (not allowed
+                           by default) */
 } gt_art_state;
 
 typedef struct gt_artifact {
@@ -55,6 +58,7 @@ typedef struct gt_artifact {
     uint64_t size;
     char reason[1024]; /* for MISSING/ERROR; what happens, for TO_MAKE */
     const char *kind;  /* "model", "quant", "synth" */
+    char arch[32];     /* general.architecture, once the file was looked at ("" before) */
 } gt_artifact;
 
 typedef struct gt_art_entry gt_art_entry;

@@ -94,6 +94,8 @@ static const char *const MIGRATIONS[] = {
     " id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
     " source TEXT NOT NULL, shards TEXT NOT NULL, merged_at REAL NOT NULL,"
     " UNIQUE (run_id, source, shards));",
+    /* 3: each file's architecture, which the report's environment names. */
+    "ALTER TABLE artifacts ADD COLUMN arch TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

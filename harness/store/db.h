@@ -47,7 +47,8 @@
  *               'fail' | 'info'), better (+1/-1/0), regress (0/1: the gate
  *               compares it to a baseline)
  *   artifacts   sha256, path, size, kind ('model' | 'quant' | 'synth'),
- *               model, quant, source_sha256, created_at; unique (sha256, path)
+ *               model, quant, source_sha256, created_at, arch (the model's
+ *               general.architecture; NULL before schema 3); unique (sha256, path)
  *   ref_cache   key (sha256 of kind, artifact sha256, quant, data hash,
  *               settings), model_sha256, quant, meta, size, sha256, data,
  *               created_at, run_key, cell_id (who computed it)
@@ -67,7 +68,7 @@
 
 #include "gt/error.h"
 
-#define GT_DB_SCHEMA_VERSION 2
+#define GT_DB_SCHEMA_VERSION 3
 
 typedef struct gt_db gt_db;
 
@@ -151,7 +152,7 @@ void gt_db_strings_free(char **s, int n);
  *   devices:   {"backend","driver_profile","name","kind","driver",
  *               "driver_version","memory","extra"} (the first is the cell's)
  *   refs:      {"key","meta","file"}: blob files to move into ref_cache
- *   artifacts: {"sha256","path","size","kind","model","quant","source_sha256"} */
+ *   artifacts: {"sha256","path","size","kind","model","quant","source_sha256","arch"} */
 typedef struct gt_db_record {
     const char *cell_id, *status, *raw_status, *reason;
     const char *model_sha256, *artifact_sha256, *log;

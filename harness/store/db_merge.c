@@ -333,8 +333,9 @@ int gt_db_merge(gt_db *dst, const char *src_path, gt_db_merge_stats *st, gt_err 
         if (rc == 0)
             rc = gt_db_exec(dst,
                             "INSERT OR IGNORE INTO main.artifacts (sha256, path, size, kind, model,"
-                            " quant, source_sha256, created_at) SELECT sha256, path, size, kind,"
-                            " model, quant, source_sha256, created_at FROM src.artifacts;"
+                            " quant, source_sha256, created_at, arch) SELECT sha256, path, size,"
+                            " kind, model, quant, source_sha256, created_at, arch"
+                            " FROM src.artifacts;"
                             "INSERT OR IGNORE INTO main.ref_cache SELECT * FROM src.ref_cache",
                             err);
         if (rc == 0)

@@ -145,7 +145,7 @@ static int record_artifact(gt_db *db, const cJSON *a, gt_err *err)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->h,
                            "INSERT OR IGNORE INTO artifacts (sha256, path, size, kind, model,"
-                           " quant, source_sha256, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                           " quant, source_sha256, created_at, arch) VALUES (?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
         return gt_dbi_sqlerr(db, err, "recording an artifact");
     gt_dbi_bind_text(st, 1, jstr(a, "sha256"));
@@ -156,6 +156,7 @@ static int record_artifact(gt_db *db, const cJSON *a, gt_err *err)
     gt_dbi_bind_text(st, 6, jstr(a, "quant"));
     gt_dbi_bind_text(st, 7, jstr(a, "source_sha256"));
     sqlite3_bind_double(st, 8, gt_db_now());
+    gt_dbi_bind_text(st, 9, jstr(a, "arch"));
     int rc = step_done(db, st, err, "recording an artifact");
     sqlite3_finalize(st);
     return rc;

@@ -10,7 +10,16 @@
  * Gemma 3 files carry no key for some values every Gemma 3 has (the local
  * layers' rope base, which layers are global, the attention scale); those
  * are named defaults below, a key overrides them when a file has one, and
- * hp->defaulted lists what was defaulted (gauntlet inspect shows it). */
+ * hp->defaulted lists what was defaulted (gauntlet inspect shows it).
+ *
+ * What is not understood is refused. The metadata and weight readers below
+ * (exposed to architecture files in model_internal.h) record every key and
+ * tensor they return in the load running on this thread. After the
+ * architecture has found its weights, a tensor nobody looked up, or a key
+ * nobody read that model_keys.c does not list as harmless, fails the load
+ * with "unsupported: ..." naming them all (GT_MODEL_UNSUPPORTED): a file
+ * whose extra tensor or scaling key we ignored would otherwise run wrong
+ * and agree with itself on every backend. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -21,12 +30,44 @@
 /* Architectures that share the llama graph (RMSNorm, RoPE, GQA, SwiGLU). */
 static const char *const LLAMA_LIKE[] = {"llama", "mistral"};
 
-static int arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                    int64_t *out, gt_err *err)
+/* What the load running on this thread has read of its file. Loads are
+ * synchronous, so a thread-local record reaches every reader without
+ * changing their signatures; a reader called outside a load (or on another
+ * file) records nothing. */
+typedef struct load_use {
+    const gt_gguf *g;
+    uint8_t *key_read;    /* (n_kv) */
+    uint8_t *tensor_used; /* (n_tensors) */
+} load_use;
+static _Thread_local load_use *t_use;
+
+static void note_key(const gt_gguf *g, int64_t i)
+{
+    if (t_use && t_use->g == g && i >= 0 && i < gt_gguf_n_kv(g))
+        t_use->key_read[i] = 1;
+}
+
+static void note_tensor(const gt_gguf *g, const gt_gguf_tensor *t)
+{
+    if (t_use && t_use->g == g && t)
+        t_use->tensor_used[t - gt_gguf_tensor_at(g, 0)] = 1;
+}
+
+/* The index of "<arch>.<key>" (-1 if absent), recorded as read. */
+static int64_t arch_key(const gt_gguf *g, const char *arch, const char *key, char *full,
+                        size_t cap)
+{
+    snprintf(full, cap, "%s.%s", arch, key);
+    int64_t i = gt_gguf_find_key(g, full);
+    note_key(g, i);
+    return i;
+}
+
+int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
+                      int64_t *out, gt_err *err)
 {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
     if (i < 0) {
         if (def < 0)
             return gt_err_set(err, "metadata key %s is missing", full);
@@ -41,12 +82,11 @@ static int arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t
     return 0;
 }
 
-static int arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                      double *out, gt_err *err)
+int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
+                        double *out, gt_err *err)
 {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
     if (i < 0) {
         *out = def;
         return 0;
@@ -57,59 +97,74 @@ static int arch_float(const gt_gguf *g, const char *arch, const char *key, doubl
     return 0;
 }
 
-int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                      int64_t *out, gt_err *err)
+int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
+                      const char **out, gt_err *err)
 {
-    return arch_int(g, arch, key, def, out, err);
-}
-
-int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                        double *out, gt_err *err)
-{
-    return arch_float(g, arch, key, def, out, err);
-}
-
-/* Llama 3.x and Phi-3 converts may state the head size
- * (attention.key_length / value_length); the llama and phi3 graphs derive
- * it as n_embd / n_head, so a file that says otherwise is refused. */
-int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err)
-{
-    static const char *const keys[] = {"attention.key_length", "attention.value_length"};
-    for (int i = 0; i < 2; i++) {
-        int64_t v;
-        if (arch_int(g, hp->arch, keys[i], hp->head_dim, &v, err))
-            return -1;
-        if (v != hp->head_dim)
-            return gt_err_set(err, "unsupported: %s.%s = %lld (this graph's head size is "
-                                   "embedding_length / head_count = %d)", hp->arch, keys[i],
-                              (long long)v, hp->head_dim);
+    char full[128];
+    int64_t i = arch_key(g, arch, key, full, sizeof full);
+    if (i < 0) {
+        *out = def;
+        return 0;
     }
+    if (!(*out = gt_gguf_kv_str(g, i, NULL)))
+        return gt_err_set(err, "metadata key %s is a %s, expected a string", full,
+                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
     return 0;
 }
 
-/* As llama.cpp reads them: a missing type is linear, a missing or zero
- * factor is 1; "none" never scales. YaRN and LongRoPE-by-key change the
- * angles in ways the ROPE op does not implement, so they are refused. */
+/* The short names this file has always used. */
+#define arch_int gt_model_arch_int
+#define arch_float gt_model_arch_float
+
+/* Llama 3.x and Phi-3 converts may state the head size
+ * (attention.key_length / value_length); llama.cpp lets these differ from
+ * n_embd / n_head, the llama and phi3 graphs do not. */
+int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err)
+{
+    int64_t kl, vl;
+    if (arch_int(g, hp->arch, "attention.key_length", hp->head_dim, &kl, err) ||
+        arch_int(g, hp->arch, "attention.value_length", hp->head_dim, &vl, err))
+        return -1;
+    if (kl != hp->head_dim || vl != hp->head_dim)
+        return gt_err_set(err, "unsupported: metadata key %s.attention.%s = %lld is not "
+                               "implemented (the %s graph's head size is n_embd / "
+                               "head_count = %d)", hp->arch,
+                          kl != hp->head_dim ? "key_length" : "value_length",
+                          (long long)(kl != hp->head_dim ? kl : vl), hp->arch, hp->head_dim);
+    return 0;
+}
+
+/* As llama.cpp reads them: original_context_length defaults to the
+ * training context; a missing type is linear, a missing or zero
+ * factor (rope.scaling.factor, else its older name rope.scale_linear) is 1;
+ * "none" never scales; rope.scaling.attn_factor multiplies cos and sin
+ * (1 when absent). YaRN and LongRoPE-by-key change the angles in ways the
+ * ROPE op does not implement, so they are refused by name. */
 int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err)
 {
-    char full[128];
-    snprintf(full, sizeof full, "%s.rope.scaling.type", hp->arch);
-    const char *type = gt_gguf_get_str(g, full);
-    if (gt_gguf_find_key(g, full) >= 0 && !type)
-        return gt_err_set(err, "metadata key %s is not a string", full);
+    const char *type;
     double factor, attn;
-    if (arch_float(g, hp->arch, "rope.scaling.factor", 0.0, &factor, err) ||
+    int64_t orig;
+    if (arch_int(g, hp->arch, "rope.scaling.original_context_length", hp->n_ctx_train, &orig,
+                 err))
+        return -1;
+    hp->n_ctx_orig = (int)orig; /* phi3's long/short rule; YaRN's, which is refused */
+    if (gt_model_arch_str(g, hp->arch, "rope.scaling.type", NULL, &type, err) ||
+        arch_float(g, hp->arch, "rope.scaling.factor", 0.0, &factor, err) ||
+        (factor == 0.0 && arch_float(g, hp->arch, "rope.scale_linear", 0.0, &factor, err)) ||
         arch_float(g, hp->arch, "rope.scaling.attn_factor", 1.0, &attn, err))
         return -1;
     hp->rope_freq_scale = 1.0f;
     hp->rope_attn_factor = (float)attn;
+    if (!isfinite(attn) || attn <= 0.0)
+        return gt_err_set(err, "%s.rope.scaling.attn_factor %g is out of range", hp->arch, attn);
     if (type && strcmp(type, "none") == 0)
         return 0;
     if (type && strcmp(type, "linear") != 0)
-        return gt_err_set(err, "unsupported: %s = '%s' (implemented: none, linear)", full, type);
-    if (factor < 0.0 || !isfinite(factor) || !isfinite(attn) || attn <= 0.0)
-        return gt_err_set(err, "%s.rope.scaling.factor %g / attn_factor %g out of range", hp->arch,
-                          factor, attn);
+        return gt_err_set(err, "unsupported: metadata key %s.rope.scaling.type = \"%s\" is not "
+                               "implemented (implemented: none, linear)", hp->arch, type);
+    if (factor < 0.0 || !isfinite(factor))
+        return gt_err_set(err, "%s.rope.scaling.factor %g is out of range", hp->arch, factor);
     if (factor != 0.0)
         hp->rope_freq_scale = (float)(1.0 / factor);
     return 0;
@@ -173,8 +228,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
     const bool gemma3 = strcmp(arch, "gemma3") == 0, phi3 = strcmp(arch, "phi3") == 0;
     if (!llama && !gemma3 && !phi3)
-        return gt_err_set(err, "architecture '%s' is not supported (supported: llama, mistral, "
-                               "gemma3, phi3)", arch);
+        return gt_err_set(err, "unsupported: architecture '%s' is not implemented (implemented: "
+                               "llama, mistral, gemma3, phi3)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -225,22 +280,31 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     return gt_model_rope_scaling(g, hp, err);
 }
 
-/* Finds a weight and checks it is [rows x cols] (ne[0] = cols). */
-static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                  const gt_gguf_tensor **out, gt_err *err)
+/* Checks that t is [rows x cols] (ne[0] = cols; rows 1: a 1-D f32 vector). */
+static int check_shape(const gt_gguf_tensor *t, int64_t cols, int64_t rows, gt_err *err)
 {
-    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
-    if (!t)
-        return gt_err_set(err, "tensor %s is missing", name);
     int64_t want_dims = rows == 1 ? 1 : 2;
     if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
         (t->n_dims != want_dims && !(rows == 1 && t->n_dims == 2)))
         return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld",
-                          name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                           (long long)t->ne[3], (long long)cols, (long long)rows);
     if (rows == 1 && t->type != GT_TYPE_F32)
-        return gt_err_set(err, "tensor %s is %s; norm weights must be f32", name,
+        return gt_err_set(err, "tensor %s is %s; norm weights must be f32", t->name,
                           gt_type_name(t->type));
+    return 0;
+}
+
+int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                        const gt_gguf_tensor **out, gt_err *err)
+{
+    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
+    *out = NULL;
+    if (!t)
+        return 0;
+    if (check_shape(t, cols, rows, err))
+        return -1;
+    note_tensor(g, t);
     *out = t;
     return 0;
 }
@@ -248,8 +312,14 @@ static int weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows
 int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                     const gt_gguf_tensor **out, gt_err *err)
 {
-    return weight(g, name, cols, rows, out, err);
+    if (gt_model_weight_opt(g, name, cols, rows, out, err))
+        return -1;
+    if (!*out)
+        return gt_err_set(err, "tensor %s is missing", name);
+    return 0;
 }
+
+#define weight gt_model_weight
 
 static int find_weights(gt_model *m, gt_err *err)
 {
@@ -259,9 +329,8 @@ static int find_weights(gt_model *m, gt_err *err)
     const bool gemma3 = hp->arch_id == GT_ARCH_GEMMA3;
     if (weight(g, "token_embd.weight", E, hp->n_vocab, &m->tok_embd, err)) return -1;
     if (weight(g, "output_norm.weight", E, 1, &m->out_norm, err)) return -1;
-    if (gt_gguf_find_tensor(g, "output.weight")) {
-        if (weight(g, "output.weight", E, hp->n_vocab, &m->output, err)) return -1;
-    } else {
+    if (gt_model_weight_opt(g, "output.weight", E, hp->n_vocab, &m->output, err)) return -1;
+    if (!m->output) {
         m->output = m->tok_embd;
         m->hp.tied_output = true;
     }
@@ -271,8 +340,7 @@ static int find_weights(gt_model *m, gt_err *err)
     if (hp->arch_id == GT_ARCH_PHI3)
         return gt_model_find_phi3(m, err);
     /* Llama 3.x: frequency factors for every layer's Q and K */
-    if (gt_gguf_find_tensor(g, "rope_freqs.weight") &&
-        weight(g, "rope_freqs.weight", hp->rope_dim / 2, 1, &m->rope_freqs, err))
+    if (gt_model_weight_opt(g, "rope_freqs.weight", hp->rope_dim / 2, 1, &m->rope_freqs, err))
         return -1;
     for (int l = 0; l < hp->n_layer; l++) {
         gt_layer_weights *w = &m->layers[l];
@@ -300,24 +368,101 @@ static int find_weights(gt_model *m, gt_err *err)
     return 0;
 }
 
+/* Lists up to SHOWN names of the tensors no reader looked up into buf;
+ * returns how many there are. */
+#define SHOWN 6
+static int unused_tensors(const gt_gguf *g, const uint8_t *used, char *buf, size_t cap)
+{
+    int n = 0;
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
+        if (used[i])
+            continue;
+        if (n < SHOWN && k < cap)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s", n ? ", " : "",
+                                  gt_gguf_tensor_at(g, i)->name);
+        n++;
+    }
+    if (n > SHOWN && k < cap)
+        snprintf(buf + k, cap - k, " and %d more", n - SHOWN);
+    return n;
+}
+
+/* The refusal: every tensor and key the architecture left alone. */
+static int check_all_used(const gt_model *m, const load_use *use, gt_err *err)
+{
+    char tensors[400], keys[600];
+    int nt = unused_tensors(m->gguf, use->tensor_used, tensors, sizeof tensors);
+    int nk = gt_model_unread_keys(m->gguf, m->hp.arch, use->key_read, keys, sizeof keys);
+    if (!nt && !nk)
+        return 0;
+    char tpart[512] = "", kpart[700] = "";
+    if (nt)
+        snprintf(tpart, sizeof tpart, "tensor%s %s %s not used by the %s graph", nt > 1 ? "s" : "",
+                 tensors, nt > 1 ? "are" : "is", m->hp.arch);
+    if (nk)
+        snprintf(kpart, sizeof kpart, "metadata key%s %s %s not implemented", nk > 1 ? "s" : "",
+                 keys, nk > 1 ? "are" : "is");
+    return gt_err_set(err, "unsupported: %s%s%s", tpart, nt && nk ? "; " : "", kpart);
+}
+
+/* A refusal (ours, or the tokenizer's) rather than a broken file. */
+static bool is_unsupported(const char *msg)
+{
+    return strncmp(msg, "unsupported", 11) == 0 || strncmp(msg, "tokenizer: unsupported", 22) == 0;
+}
+
 int gt_model_load(const char *path, gt_model **out, gt_err *err)
 {
+    gt_err local = {{0}};
+    if (!err)
+        err = &local;
     *out = NULL;
     gt_model *m = calloc(1, sizeof *m);
+    load_use use = {0};
     if (!m)
         return gt_err_set(err, "out of memory");
-    if (gt_gguf_open(path, &m->gguf, err) != 0 || read_hparams(m->gguf, &m->hp, err) != 0 ||
+    if (gt_gguf_open(path, &m->gguf, err) != 0) {
+        gt_err_wrap(err, "%s", path);
+        gt_model_free(m);
+        return -1;
+    }
+    use.g = m->gguf;
+    use.key_read = calloc((size_t)gt_gguf_n_kv(m->gguf) + 1, 1);
+    use.tensor_used = calloc((size_t)gt_gguf_n_tensors(m->gguf) + 1, 1);
+    if (!use.key_read || !use.tensor_used) {
+        gt_err_set(err, "out of memory");
+        goto fail;
+    }
+    t_use = &use;
+    if (read_hparams(m->gguf, &m->hp, err) != 0 ||
         gt_tokenizer_from_gguf(m->gguf, &m->tok, err) != 0)
         goto fail;
     m->hp.n_vocab = gt_tokenizer_n_vocab(m->tok);
-    if (find_weights(m, err) != 0)
+    int64_t nv;
+    if (arch_int(m->gguf, m->hp.arch, "vocab_size", m->hp.n_vocab, &nv, err) != 0)
         goto fail;
+    if (nv != m->hp.n_vocab) {
+        gt_err_set(err, "metadata key %s.vocab_size = %lld differs from the tokenizer's %d tokens",
+                   m->hp.arch, (long long)nv, m->hp.n_vocab);
+        goto fail;
+    }
+    if (find_weights(m, err) != 0 || check_all_used(m, &use, err) != 0)
+        goto fail;
+    t_use = NULL;
+    free(use.key_read);
+    free(use.tensor_used);
     *out = m;
     return 0;
 fail:
+    t_use = NULL;
+    free(use.key_read);
+    free(use.tensor_used);
+    const int rc = is_unsupported(err->msg) ? GT_MODEL_UNSUPPORTED : -1;
     gt_err_wrap(err, "%s", path);
     gt_model_free(m);
-    return -1;
+    return rc;
 }
 
 void gt_model_free(gt_model *m)

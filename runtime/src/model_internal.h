@@ -37,19 +37,42 @@ struct gt_model {
     const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
 };
 
-/* Metadata and weights, for the per-architecture readers (model_phi3.c):
- * "<arch>.<key>" as an integer (def < 0: required), a number, and a weight
- * checked to be [rows x cols] (rows == 1: a 1-D f32 vector). */
+/* model.c's readers: the only way an architecture reads "<arch>.*"
+ * metadata or finds a weight, because each records what it returned in the
+ * load running on this thread. After the architecture's weights are found,
+ * a tensor no reader returned, or a key no reader read that model_keys.c
+ * does not list as harmless, makes the load fail "unsupported: ..."
+ * (GT_MODEL_UNSUPPORTED). Reading a key is a promise to implement each of
+ * its values or refuse it ("unsupported: metadata key K = V is not
+ * implemented").
+ *
+ * gt_model_arch_int: an integer in 1..2^24 (def < 0: the key is required);
+ * _float: any number; _str: a string (def, possibly NULL, when absent).
+ * Errors name the key. */
 int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
                       int64_t *out, gt_err *err);
 int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
                         double *out, gt_err *err);
+int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
+                      const char **out, gt_err *err);
+/* Finds a weight and checks it is [rows x cols] (ne[0] = cols; rows 1: a
+ * 1-D f32 vector). _opt: an absent tensor is not an error (*out = NULL),
+ * a present one is checked and recorded the same. */
 int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                     const gt_gguf_tensor **out, gt_err *err);
-/* "<arch>.attention.key_length/value_length", when present, equal head_dim. */
+int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                        const gt_gguf_tensor **out, gt_err *err);
+
+/* model_keys.c: of the keys whose key_read[i] is 0, lists those not known to
+ * be harmless ("K = V, ...", the first six, then "and N more") into buf and
+ * returns how many there are. */
+int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
+                         char *buf, size_t cap);
+/* "<arch>.attention.key_length/value_length", when present, equal head_dim
+ * (refused by name otherwise). */
 int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err);
-/* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor); any other
- * type is refused by name. */
+/* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor) and
+ * attn_factor; any other type is refused by name. */
 int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err);
 
 /* phi3 (model_phi3.c): the hyper-parameters after the common ones, and the

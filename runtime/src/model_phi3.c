@@ -49,10 +49,6 @@ int gt_model_read_phi3(const gt_gguf *g, gt_hparams *hp, gt_err *err)
                           hp->head_dim);
     hp->rope_mode = 1; /* NeoX halves */
     hp->rope_base_local = hp->rope_base;
-    if (gt_model_arch_int(g, arch, "rope.scaling.original_context_length", hp->n_ctx_train, &v,
-                          err))
-        return -1;
-    hp->n_ctx_orig = (int)v;
     /* read so that it is known; not applied (see the top of this file) */
     if (gt_model_arch_float(g, arch, "attention.sliding_window", 0.0, &f, err)) return -1;
     return gt_model_rope_scaling(g, hp, err);
@@ -64,15 +60,14 @@ int gt_model_find_phi3(gt_model *m, gt_err *err)
     const gt_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     const bool fused = gt_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
-    const bool has_long = gt_gguf_find_tensor(g, "rope_factors_long.weight") != NULL;
-    const bool has_short = gt_gguf_find_tensor(g, "rope_factors_short.weight") != NULL;
-    if (has_long != has_short)
-        return gt_err_set(err, "rope_factors_%s.weight is present without rope_factors_%s.weight",
-                          has_long ? "long" : "short", has_long ? "short" : "long");
-    if (has_long &&
-        (gt_model_weight(g, "rope_factors_long.weight", hp->rope_dim / 2, 1, &m->rope_long, err) ||
-         gt_model_weight(g, "rope_factors_short.weight", hp->rope_dim / 2, 1, &m->rope_short, err)))
+    if (gt_model_weight_opt(g, "rope_factors_long.weight", hp->rope_dim / 2, 1, &m->rope_long,
+                            err) ||
+        gt_model_weight_opt(g, "rope_factors_short.weight", hp->rope_dim / 2, 1, &m->rope_short,
+                            err))
         return -1;
+    if (!m->rope_long != !m->rope_short) /* one of them would leave some contexts unrotated */
+        return gt_err_set(err, "rope_factors_%s.weight is present without rope_factors_%s.weight",
+                          m->rope_long ? "long" : "short", m->rope_long ? "short" : "long");
     for (int l = 0; l < hp->n_layer; l++) {
         gt_layer_weights *w = &m->layers[l];
         char n[96];

@@ -59,6 +59,12 @@ static inline bool gt_hparams_layer_local(const gt_hparams *hp, int l)
 
 typedef struct gt_model gt_model;
 
+/* 0, or -1 for a file that is not a valid model. GT_MODEL_UNSUPPORTED for a
+ * valid one this runtime does not understand: an architecture, a tensor its
+ * graph does not use, or a metadata key (or a key's value) it does not
+ * implement; err then reads "PATH: unsupported: ..." naming every such
+ * thing (the tokenizer's refusals read "PATH: tokenizer: unsupported ..."). */
+#define GT_MODEL_UNSUPPORTED (-2)
 int gt_model_load(const char *path, gt_model **out, gt_err *err);
 void gt_model_free(gt_model *m);
 
