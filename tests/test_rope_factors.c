@@ -241,6 +241,17 @@ START_TEST(llama3_linear_scaling)
     rewrite_gguf(plain, kl, &k);
     ck_assert_msg(gt_model_load(kl, &m, &err) == 0, "%s", err.msg);
     gt_model_free(m);
+
+    /* the issue's acceptance: the Llama-3-style file with a made-up tensor is
+     * unsupported, naming it (rope_freqs itself is used) */
+    const char *sink = gt_test_tmp("sink.gguf");
+    rewrite x = {.to = GT_TYPE_COUNT, .add = "blk.0.attn_sink_extra.weight", .add_v = v,
+                 .add_n = 8};
+    rewrite_gguf(base, sink, &x);
+    ck_assert_int_eq(gt_model_load(sink, &m, &err), GT_MODEL_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "unsupported: tensor blk.0.attn_sink_extra.weight is not used") &&
+                      !strstr(err.msg, "rope_freqs"),
+                  "%s", err.msg);
 }
 END_TEST
 
