@@ -9,8 +9,13 @@
 # ci/peer-llamacpp.sh) evaluates TOKENS in one batch with F32 K/V and flash
 # attention off: the top 40 logits at every position, then 32 greedy steps.
 #
+# A real model (--model ID ENV FILE: a tests/models.json entry, found through
+# $ENV or in the model cache) gets the same on a fixed prompt that llama.cpp
+# tokenizes; its golden names the file and its sha256.
+#
 #   usage: ci/arch-goldens.sh BUILD_DIR PRESET...
-#   env:   GT_PEER_DIR (see ci/peer-llamacpp.sh)
+#          ci/arch-goldens.sh BUILD_DIR --model ID ENV FILE
+#   env:   GT_PEER_DIR (see ci/peer-llamacpp.sh), XDG_CACHE_HOME
 # Needs the peer built (ci/peer-llamacpp.sh, ~10 min); never part of test.sh.
 set -euo pipefail
 
@@ -32,35 +37,31 @@ SEED=7
 work=$(mktemp -d "${TMPDIR:-/tmp}/gt-arch-goldens.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+if [ "$1" = --model ]; then
+  [ $# -eq 4 ] || { echo "usage: ci/arch-goldens.sh BUILD_DIR --model ID ENV FILE" >&2; exit 2; }
+  id=$2 env=$3 file=$4
+  model=${!env:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/models/$file}
+  [ -f "$model" ] || { echo "ci/arch-goldens.sh: no $model (ci/fetch-models.sh $id)" >&2; exit 1; }
+  # A code prompt: the real model shipped on PyPI is a coder model.
+  prompt=$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+  ids=$(printf '%s' "$prompt" | "$oracle" tokenize "$model" --add-special | tr -d '[] \n')
+  "$oracle" logits "$model" --tokens "$ids" --top 40 --greedy 32 >"$work/out.json"
+  sha=$(sha256sum "$model" | cut -d' ' -f1)
+  out=$here/tests/vectors/arch/$id.json
+  python3 "$here/ci/arch-goldens-write.py" "$work/out.json" "$out" model \
+    "{\"id\": \"$id\", \"env\": \"$env\", \"file\": \"$file\", \"sha256\": \"$sha\"}" \
+    "ci/arch-goldens.sh BUILD --model $id $env $file" "$commit" "$source" "$prompt"
+  echo "arch-goldens: $id -> ${out#$here/}"
+  exit 0
+fi
+
 for preset in "$@"; do
   model=$work/$preset.gguf
   "$gauntlet" synth "$model" --preset "$preset" --seed $SEED --type f32 >/dev/null
   "$oracle" logits "$model" --tokens $TOKENS --top 40 --greedy 32 >"$work/out.json"
   out=$here/tests/vectors/arch/$preset.json
-  python3 - "$work/out.json" "$out" "$preset" $SEED "$commit" "$source" <<'PY'
-import json, sys
-src, out, preset, seed, commit, source = sys.argv[1:]
-d = json.load(open(src))
-golden = {
-    "source": f"llama.cpp {commit} ({source}), tests/peer/gt_peer_oracle.c logits: "
-              "one batch, K/V f32, flash attention off, 2 threads",
-    "command": f"ci/arch-goldens.sh BUILD {preset}",
-    "synth": {"preset": preset, "seed": int(seed), "type": "f32"},
-}
-golden.update(d)
-# One line per position and for the greedy steps: small diffs on regeneration.
-lines = ["{"]
-for k in ("source", "command", "synth", "n_vocab", "tokens"):
-    lines.append(f" {json.dumps(k)}: {json.dumps(golden[k])},")
-lines.append(' "positions": [')
-pos = golden["positions"]
-for i, p in enumerate(pos):
-    lines.append("  " + json.dumps(p) + ("," if i + 1 < len(pos) else ""))
-lines.append(" ],")
-lines.append(f' "greedy": {json.dumps(golden["greedy"])}')
-lines.append("}")
-with open(out, "w") as f:
-    f.write("\n".join(lines) + "\n")
-PY
+  python3 "$here/ci/arch-goldens-write.py" "$work/out.json" "$out" synth \
+    "{\"preset\": \"$preset\", \"seed\": $SEED, \"type\": \"f32\"}" \
+    "ci/arch-goldens.sh BUILD $preset" "$commit" "$source"
   echo "arch-goldens: $preset -> ${out#$here/}"
 done

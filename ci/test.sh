@@ -14,6 +14,10 @@ echo "$models" | sed "s|^|ci/test.sh: model |"
 path_of() { echo "$models" | awk -v id="$1" '$1 == id {print $2}'; }
 smol=$(path_of smollm2-135m) && [ -n "$smol" ] && export GT_SMOLLM2="$smol"
 gemma=$(path_of gemma3-270m-q4_k_m) && [ -n "$gemma" ] && export GT_GEMMA3="$gemma"
+# llama.cpp's Llama 3 / Qwen 2 / Phi-3 vocabularies (from its pinned sdist).
+bash ci/fetch-vocabs.sh ||
+  echo "ci/test.sh: llama.cpp's vocabularies could not be had; the tokenizer cases pinned to them will SKIP"
+qwen25=$(path_of qwen2.5-coder-0.5b-q4_k_m) && [ -n "$qwen25" ] && export GT_QWEN25="$qwen25"
 
 # The test oracle we did not write: gguf-py (dequantizes every GGUF type in
 # numpy), installed with pip --target into the cache, never system-wide.

@@ -255,6 +255,26 @@ START_TEST(pretokenizer_smollm)
 }
 END_TEST
 
+/* Llama 3's pattern: one non-letter may lead a word, digits go in threes,
+ * punctuation keeps its trailing newlines, and a whitespace run that holds
+ * newlines ends at the last one. Qwen2's differs only in single digits. */
+START_TEST(pretokenizer_llama3_qwen2)
+{
+    check_split(GT_PRE_LLAMA3, "Hello world", "Hello| world");
+    check_split(GT_PRE_LLAMA3, "12345 1234567", "123|45| |123|456|7");
+    check_split(GT_PRE_QWEN2, "12345 12", "1|2|3|4|5| |1|2");
+    check_split(GT_PRE_LLAMA3, "I'M WE'LL it's", "I|'M| WE|'LL| it|'s");
+    check_split(GT_PRE_LLAMA3, "x=12, y!!\n\nz", "x|=|12|,| y|!!\n\n|z");
+    check_split(GT_PRE_LLAMA3, "a  \n\n  b", "a|  \n\n| | b");
+    check_split(GT_PRE_LLAMA3, "\tHi (x)", "\tHi| (|x|)");
+    check_split(GT_PRE_QWEN2, "\r\nA\n", "\r\n|A|\n");
+    check_split(GT_PRE_LLAMA3, "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac 3\xc2\xbd",
+                "caf\xc3\xa9| \xe6\x97\xa5\xe6\x9c\xac| |3\xc2\xbd");
+    check_split(GT_PRE_LLAMA3, "a ", "a| ");
+    check_split(GT_PRE_LLAMA3, "", "");
+}
+END_TEST
+
 /* ---- synthetic vocabularies --------------------------------------------- */
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
@@ -521,8 +541,8 @@ START_TEST(load_errors)
     gt_gguf_writer_set_u32(w, "tokenizer.ggml.add_bos_token", 1);
     expect_load_error(w, "e9.gguf", "add_bos_token is a uint32, expected a bool");
 
-    expect_load_error(bpe_writer(NULL, 0, m_ok, 1, "qwen2"), "e10.gguf",
-                      "unsupported tokenizer.ggml.pre 'qwen2'");
+    expect_load_error(bpe_writer(NULL, 0, m_ok, 1, "qwen35"), "e10.gguf",
+                      "unsupported tokenizer.ggml.pre 'qwen35'");
     expect_load_error(bpe_writer(NULL, 0, m_bad, 1, NULL), "e11.gguf",
                       "merge 0 ('ab') is not two pieces");
 
@@ -881,6 +901,7 @@ int main(void)
     tcase_add_test(tc, gpt2_byte_mapping);
     tcase_add_test(tc, pretokenizer_gpt2);
     tcase_add_test(tc, pretokenizer_smollm);
+    tcase_add_test(tc, pretokenizer_llama3_qwen2);
     tcase_add_test(tc, spm_score_order_and_ties);
     tcase_add_test(tc, spm_byte_fallback_and_unk);
     tcase_add_test(tc, bpe_merge_ranks);

@@ -38,7 +38,27 @@ bool gt_test_no_shared(void)
     return v && strcmp(v, "1") == 0;
 }
 
+static const char *gt_test_model_shared(const char *relpath);
+
 const char *gt_test_model(const char *relpath)
+{
+    static char buf[8][4096];
+    static int slot;
+    char *out = buf[slot++ % 8];
+    if (strncmp(relpath, "vocab/", 6) == 0 && !gt_test_model_shared(relpath)) {
+        /* ci/fetch-vocabs.sh puts llama.cpp's vocabularies in the fetch
+         * cache: a fresh clone has them too. */
+        const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (cache)
+            snprintf(out, 4096, "%s/gauntlet/models/%s", cache, relpath);
+        else
+            snprintf(out, 4096, "%s/.cache/gauntlet/models/%s", home ? home : "/tmp", relpath);
+        return exists(out) ? out : NULL;
+    }
+    return gt_test_model_shared(relpath);
+}
+
+static const char *gt_test_model_shared(const char *relpath)
 {
     static char buf[8][4096];
     static int slot;
@@ -245,6 +265,12 @@ static const char *fetched_model(const char *env_name, const char *file, char *o
     else
         snprintf(out, cap, "%s/.cache/gauntlet/models/%s", home ? home : "/tmp", file);
     return exists(out) ? out : NULL;
+}
+
+const char *gt_test_fetched(const char *env_name, const char *file)
+{
+    static char out[4096];
+    return fetched_model(env_name, file, out, sizeof out);
 }
 
 const char *gt_test_smollm2(void)

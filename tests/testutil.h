@@ -32,7 +32,10 @@ static inline bool gt_test_sanitized(void)
 }
 
 /* Path of a file under ../shared/models (e.g. "stories260K.gguf"), or under
- * $GT_MODEL_DIR when set; NULL when absent. Static storage. */
+ * $GT_MODEL_DIR when set; NULL when absent. Static storage. A "vocab/..."
+ * file not found there is looked up in the fetch cache's models folder,
+ * where ci/fetch-vocabs.sh puts llama.cpp's vocabularies (so a fresh clone
+ * has them too). */
 const char *gt_test_model(const char *relpath);
 
 /* Path of a file under ../shared itself (e.g. "schemas/junit.xsd"); NULL
@@ -73,6 +76,10 @@ const char *gt_test_smollm2(void);
 /* Gemma 3 270M Q4_K_M ($GT_GEMMA3, or the models cache ci/fetch-models.sh
  * fills), or NULL. */
 const char *gt_test_gemma3(void);
+
+/* A fetched model: the file $env_name names, else FILE in the fetch cache
+ * (ci/fetch-models.sh); NULL when neither exists. Static storage. */
+const char *gt_test_fetched(const char *env_name, const char *file);
 
 /* A fresh path in a per-process temporary folder, e.g. gt_test_tmp("bad.gguf"). */
 const char *gt_test_tmp(const char *name);

@@ -150,6 +150,11 @@ void gt_cpu_kv_store(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_gelu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_scale(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 void gt_cpu_silu_mul(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+/* cpu_moe.c: the mixture-of-experts ops */
+void gt_cpu_topk(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_moe_weights(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_mul_mat_id(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
+void gt_cpu_moe_sum(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth);
 
 #define GT_CPU_MAX_ROPE_PAIRS 512
 

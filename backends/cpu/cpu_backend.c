@@ -196,7 +196,7 @@ static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
             snprintf(why, why_len, "op %d is not an operation", (int)op);
         return false;
     }
-    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS) {
+    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS || op == GT_OP_MUL_MAT_ID) {
         if (is_weight_type(type))
             return true;
         if (why && why_len)
@@ -263,13 +263,16 @@ static int overlap(const gt_tensor *a, const gt_tensor *b)
 static int validate_node(const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *a = t->src[0], *b = t->src[1], *c = t->src[2];
-    const int n_src = t->op == GT_OP_ATTENTION                      ? 3
-                    : t->op == GT_OP_ROPE                           ? (b ? 2 : 1)
-                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE ? 1
-                                                                      : 2;
+    const int n_src = t->op == GT_OP_ATTENTION || t->op == GT_OP_MUL_MAT_ID ? 3
+                    : t->op == GT_OP_ROPE                                 ? (b ? 2 : 1)
+                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE || t->op == GT_OP_TOPK
+                        ? 1
+                        : 2;
     const char *roles[3] = {"src0", "src1", "src2"};
-    if (check_tensor(t, "output", err) || want_f32(t, "output", err))
+    if (check_tensor(t, "output", err))
         return -1;
+    if (t->op == GT_OP_TOPK ? t->type != GT_TYPE_I32 : want_f32(t, "output", err) != 0)
+        return t->op == GT_OP_TOPK ? gt_err_set(err, "output '%s' must be i32", t->name) : -1;
     for (int i = 0; i < n_src; i++)
         if (check_tensor(t->src[i], roles[i], err))
             return -1;
@@ -365,6 +368,54 @@ static int validate_node(const gt_tensor *t, gt_err *err)
                               "q [%lld, %lld], caches [%lld, %lld] and [%lld, %lld]", nh, nkv, hd,
                               pos0, (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
                               (long long)b->ne[1], (long long)c->ne[0], (long long)c->ne[1]);
+        return 0;
+    }
+    case GT_OP_TOPK:
+        if (want_f32(a, "logits", err))
+            return -1;
+        return t->ne[1] == a->ne[1] && t->ne[0] <= a->ne[0]
+                   ? 0
+                   : gt_err_set(err, "top %lld of [%lld, %lld] into [%lld, %lld]",
+                                (long long)t->ne[0], (long long)a->ne[0], (long long)a->ne[1],
+                                (long long)t->ne[0], (long long)t->ne[1]);
+    case GT_OP_MOE_WEIGHTS:
+    case GT_OP_MOE_SUM:
+    case GT_OP_MUL_MAT_ID: {
+        const gt_tensor *ids = t->op == GT_OP_MUL_MAT_ID ? c : t->op == GT_OP_MOE_WEIGHTS ? b : NULL;
+        if (ids) {
+            const int64_t n_exp = t->op == GT_OP_MUL_MAT_ID
+                                      ? (t->iparams[0] > 0 ? a->ne[1] / t->iparams[0] : 0)
+                                      : a->ne[0];
+            if (ids->type != GT_TYPE_I32)
+                return gt_err_set(err, "ids '%s' must be i32", ids->name);
+            const int32_t *id = gt_tensor_host(ids);
+            for (int64_t i = 0; i < ids->ne[0] * ids->ne[1]; i++)
+                if (id[i] < 0 || id[i] >= n_exp)
+                    return gt_err_set(err, "expert id %d outside 0..%lld", id[i],
+                                      (long long)n_exp - 1);
+        }
+        if (t->op == GT_OP_MOE_WEIGHTS)
+            return want_f32(a, "logits", err) || t->ne[1] != a->ne[1] || t->ne[0] != b->ne[0] ||
+                           t->ne[1] != b->ne[1]
+                       ? gt_err_set(err, "router weights: bad shapes")
+                       : 0;
+        if (t->op == GT_OP_MOE_SUM)
+            return want_f32(a, "src0", err) || want_f32(b, "weights", err) ||
+                           a->ne[1] != b->ne[0] * b->ne[1] || t->ne[1] != b->ne[1] ||
+                           t->ne[0] != a->ne[0]
+                       ? gt_err_set(err, "MOE_SUM: bad shapes")
+                       : 0;
+        if (!is_weight_type(a->type))
+            return gt_err_set(err, "no kernel for %s weights", gt_type_name(a->type));
+        if (want_f32(b, "activations", err))
+            return -1;
+        const int64_t want_rows = t->iparams[1] ? c->ne[0] * c->ne[1] : c->ne[1];
+        if (t->iparams[0] <= 0 || a->ne[1] % t->iparams[0] || a->ne[0] != b->ne[0] ||
+            b->ne[1] != want_rows || t->ne[0] != t->iparams[0] || t->ne[1] != c->ne[0] * c->ne[1])
+            return gt_err_set(err, "MUL_MAT_ID: experts [%lld, %lld] of %d rows x [%lld, %lld] "
+                              "-> [%lld, %lld]", (long long)a->ne[0], (long long)a->ne[1],
+                              t->iparams[0], (long long)b->ne[0], (long long)b->ne[1],
+                              (long long)t->ne[0], (long long)t->ne[1]);
         return 0;
     }
     default:
@@ -471,10 +522,11 @@ static void plan_graph(gt_cpu_ctx *c, const gt_graph *g)
         c->plan[n] = 0;
         if (t->op == GT_OP_NONE)
             continue;
-        const int n_src = t->op == GT_OP_ATTENTION                        ? 3
-                        : t->op == GT_OP_ROPE                             ? (t->src[1] ? 2 : 1)
-                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE ? 1
-                                                                          : 2;
+        const int n_src = t->op == GT_OP_ATTENTION || t->op == GT_OP_MUL_MAT_ID ? 3
+                        : t->op == GT_OP_ROPE                                 ? (t->src[1] ? 2 : 1)
+                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE || t->op == GT_OP_TOPK
+                            ? 1
+                            : 2;
         span w = span_of(t);
         if (t->op == GT_OP_KV_STORE) {
             const size_t row = gt_tensor_row_bytes(t->src[1]);
@@ -546,6 +598,10 @@ static void run_graph(void *arg, int ith, int nth)
         case GT_OP_SILU_MUL: gt_cpu_silu_mul(c, t, ith, nth); break;
         case GT_OP_GELU_MUL: gt_cpu_gelu_mul(c, t, ith, nth); break;
         case GT_OP_SCALE: gt_cpu_scale(c, t, ith, nth); break;
+        case GT_OP_TOPK: gt_cpu_topk(c, t, ith, nth); break;
+        case GT_OP_MOE_WEIGHTS: gt_cpu_moe_weights(c, t, ith, nth); break;
+        case GT_OP_MUL_MAT_ID: gt_cpu_mul_mat_id(c, t, ith, nth); break;
+        case GT_OP_MOE_SUM: gt_cpu_moe_sum(c, t, ith, nth); break;
         default: break; /* rejected by validation */
         }
     }

@@ -314,7 +314,7 @@ static bool is_weight_type(gt_type t)
 static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t why_len)
 {
     (void)b;
-    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS) {
+    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS || op == GT_OP_MUL_MAT_ID) {
         if (is_weight_type(type))
             return true;
         if (type == GT_TYPE_Q8_K) { /* GGML's activation partner of the K-quants */
@@ -491,12 +491,15 @@ static int validate(const gt_tensor *t, gt_err *err)
         return -1;
     const bool two = t->op == GT_OP_GET_ROWS || t->op == GT_OP_MUL_MAT || t->op == GT_OP_ADD ||
                      t->op == GT_OP_MUL || t->op == GT_OP_KV_STORE || t->op == GT_OP_ATTENTION ||
-                     t->op == GT_OP_SILU_MUL || t->op == GT_OP_GELU_MUL;
+                     t->op == GT_OP_SILU_MUL || t->op == GT_OP_GELU_MUL ||
+                     t->op == GT_OP_MOE_WEIGHTS || t->op == GT_OP_MUL_MAT_ID ||
+                     t->op == GT_OP_MOE_SUM;
     if (two && check_tensor(b, "src1", err))
         return -1;
-    if (t->op == GT_OP_ATTENTION && check_tensor(c, "src2", err))
+    if ((t->op == GT_OP_ATTENTION || t->op == GT_OP_MUL_MAT_ID) && check_tensor(c, "src2", err))
         return -1;
-    if (t->op != GT_OP_KV_STORE && want_type(t, GT_TYPE_F32, "output", err))
+    if (t->op != GT_OP_KV_STORE &&
+        want_type(t, t->op == GT_OP_TOPK ? GT_TYPE_I32 : GT_TYPE_F32, "output", err))
         return -1;
 
     switch (t->op) {
@@ -580,6 +583,44 @@ static int validate(const gt_tensor *t, gt_err *err)
                               (long long)b->ne[1]);
         return 0;
     }
+    case GT_OP_TOPK:
+        if (want_type(a, GT_TYPE_F32, "logits", err))
+            return -1;
+        if (t->ne[1] != a->ne[1] || t->ne[0] > a->ne[0])
+            return gt_err_set(err, "TOPK: top %lld of [%lld, %lld]", (long long)t->ne[0],
+                              (long long)a->ne[0], (long long)a->ne[1]);
+        return 0;
+    case GT_OP_MOE_WEIGHTS:
+        if (want_type(a, GT_TYPE_F32, "logits", err) || want_type(b, GT_TYPE_I32, "ids", err))
+            return -1;
+        return same_shape(t, b, err) || t->ne[1] != a->ne[1]
+                   ? gt_err_set(err, "MOE_WEIGHTS: [%lld, %lld] logits for [%lld, %lld] ids",
+                                (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
+                                (long long)b->ne[1])
+                   : 0;
+    case GT_OP_MOE_SUM:
+        if (want_type(a, GT_TYPE_F32, "src0", err) || want_type(b, GT_TYPE_F32, "weights", err))
+            return -1;
+        if (a->ne[1] != b->ne[0] * b->ne[1] || t->ne[1] != b->ne[1] || t->ne[0] != a->ne[0])
+            return gt_err_set(err, "MOE_SUM: [%lld, %lld] with weights [%lld, %lld]",
+                              (long long)a->ne[0], (long long)a->ne[1], (long long)b->ne[0],
+                              (long long)b->ne[1]);
+        return 0;
+    case GT_OP_MUL_MAT_ID: {
+        const int64_t n_out = t->iparams[0];
+        if (!is_weight_type(a->type))
+            return gt_err_set(err, "weight '%s' has type %s, which cuda cannot multiply", a->name,
+                              gt_type_name(a->type));
+        if (want_type(b, GT_TYPE_F32, "activations", err) || want_type(c, GT_TYPE_I32, "ids", err))
+            return -1;
+        if (n_out <= 0 || a->ne[1] % n_out || a->ne[0] != b->ne[0] || t->ne[0] != n_out ||
+            t->ne[1] != c->ne[0] * c->ne[1] ||
+            b->ne[1] != (t->iparams[1] ? c->ne[0] * c->ne[1] : c->ne[1]))
+            return gt_err_set(err, "MUL_MAT_ID: experts [%lld, %lld] of %lld rows x [%lld, %lld]",
+                              (long long)a->ne[0], (long long)a->ne[1], (long long)n_out,
+                              (long long)b->ne[0], (long long)b->ne[1]);
+        return 0;
+    }
     default:
         return gt_err_set(err, "cuda does not implement op %d", (int)t->op);
     }
@@ -640,6 +681,10 @@ static int launch_nodes(gt_cuda_ctx *c, const gt_graph *g, bool validated, int *
             case GT_OP_SILU_MUL: rc = gt_cuda_op_silu_mul(c, t, err); break;
             case GT_OP_GELU_MUL: rc = gt_cuda_op_gelu_mul(c, t, err); break;
             case GT_OP_SCALE: rc = gt_cuda_op_scale(c, t, err); break;
+            case GT_OP_TOPK:
+            case GT_OP_MOE_WEIGHTS:
+            case GT_OP_MUL_MAT_ID:
+            case GT_OP_MOE_SUM: rc = gt_cuda_op_moe(c, t, err); break;
             default: rc = gt_err_set(err, "op %d not implemented", (int)t->op); break;
             }
         }

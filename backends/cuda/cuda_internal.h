@@ -72,6 +72,8 @@ int gt_cuda_op_attention(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_silu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_gelu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_scale(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
+/* TOPK, MOE_WEIGHTS, MUL_MAT_ID, MOE_SUM (cuda_moe.cu) */
+int gt_cuda_op_moe(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 
 /* MUL_MAT (cuda_matmul.cu). */
 int gt_cuda_op_mul_mat(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);

@@ -50,7 +50,11 @@ enum {
     K_SCALE,
     K_ROPE,
     K_ATTENTION,
-    K_COUNT
+    K_TOPK,
+    K_MOE_WEIGHTS,
+    K_MOE_SUM,
+    K_MUL_MAT_ID, /* + OT_* */
+    K_COUNT = K_MUL_MAT_ID + OT_COUNT
 };
 
 /* Work sizes baked into the program (as -D options, so part of the cache

@@ -553,6 +553,102 @@ static int op_mul_mat(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     return launch(&a, gx, gy, fit(gx, (size_t)tu->mm_lx), fit(gy, (size_t)tu->mm_ly), err);
 }
 
+/* --- mixture of experts (kernels/moe.cl) --------------------------------------- */
+
+static int want_ids(const gt_tensor *ids, int64_t k, int64_t rows, gt_err *err)
+{
+    if (ids->type != GT_TYPE_I32 || ids->ne[0] != k || ids->ne[1] != rows || ids->offset % 4)
+        return gt_err_set(err, "ids '%s' must be [%lld, %lld] aligned i32", ids->name,
+                          (long long)k, (long long)rows);
+    return 0;
+}
+
+static int op_moe(ocl_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *a = t->src[0], *b = t->src[1], *ids = t->src[2];
+    if (!a || !b)
+        return gt_err_set(err, "%s needs two inputs", gt_op_name(t->op));
+    const int64_t n_tok = t->op == GT_OP_MUL_MAT_ID ? ids->ne[1] : t->ne[1];
+    if (n_tok > INT32_MAX || a->ne[0] > INT32_MAX || a->ne[1] > INT32_MAX || t->ne[0] > INT32_MAX)
+        return gt_err_set(err, "%s is too large", gt_op_name(t->op));
+    kargs k;
+    if (t->op == GT_OP_MOE_WEIGHTS) {
+        if (want_f32(a, "logits", err) || want_f32(t, "output", err) ||
+            want_shape(t, b->ne[0], a->ne[1], "output", err) || want_ids(b, t->ne[0], a->ne[1], err))
+            return -1;
+        k = args_for(c, K_MOE_WEIGHTS);
+        if (arg_tensor(&k, a, err))
+            return -1;
+        arg_int(&k, (int)a->ne[0]);
+        if (arg_tensor(&k, b, err) || arg_tensor(&k, t, err))
+            return -1;
+        arg_int(&k, (int)t->ne[0]);
+        arg_int(&k, t->iparams[0]);
+        return launch(&k, (size_t)t->ne[1], 1, 1, 1, err);
+    }
+    if (t->op == GT_OP_MOE_SUM) {
+        if (want_f32(a, "src0", err) || want_f32(b, "weights", err) ||
+            want_f32(t, "output", err) || want_shape(t, a->ne[0], b->ne[1], "output", err))
+            return -1;
+        if (a->ne[1] != b->ne[0] * b->ne[1])
+            return gt_err_set(err, "MOE_SUM: %lld rows for %lld x %lld weights",
+                              (long long)a->ne[1], (long long)b->ne[1], (long long)b->ne[0]);
+        k = args_for(c, K_MOE_SUM);
+        if (arg_tensor(&k, a, err) || arg_tensor(&k, b, err) || arg_tensor(&k, t, err))
+            return -1;
+        arg_int(&k, (int)t->ne[0]);
+        arg_int(&k, (int)b->ne[0]);
+        const size_t gx = round_up((size_t)t->ne[0], (size_t)c->tune.ew_lws);
+        return launch(&k, gx, (size_t)t->ne[1], (size_t)c->tune.ew_lws, 1, err);
+    }
+    int ot;
+    const int64_t n_out = t->iparams[0];
+    if (!ids || want_weight(a, &ot, err) || want_f32(b, "activations", err) ||
+        want_f32(t, "output", err) || want_ids(ids, ids->ne[0], ids->ne[1], err))
+        return -1;
+    if (n_out <= 0 || a->ne[1] % n_out || a->ne[0] != b->ne[0] ||
+        b->ne[1] != (t->iparams[1] ? ids->ne[0] * ids->ne[1] : ids->ne[1]) ||
+        want_shape(t, n_out, ids->ne[0] * ids->ne[1], "output", err))
+        return gt_err_set(err, "MUL_MAT_ID: experts [%lld, %lld] of %lld rows x [%lld, %lld]",
+                          (long long)a->ne[0], (long long)a->ne[1], (long long)n_out,
+                          (long long)b->ne[0], (long long)b->ne[1]);
+    k = args_for(c, K_MUL_MAT_ID + ot);
+    if (arg_tensor(&k, a, err))
+        return -1;
+    arg_ulong(&k, gt_tensor_row_bytes(a));
+    arg_int(&k, (int)a->ne[0]);
+    arg_int(&k, (int)n_out);
+    arg_int(&k, (int)(a->ne[1] / n_out));
+    if (arg_tensor(&k, b, err) || arg_tensor(&k, ids, err))
+        return -1;
+    arg_int(&k, (int)ids->ne[0]);
+    arg_int(&k, t->iparams[1] != 0);
+    if (arg_tensor(&k, t, err))
+        return -1;
+    const size_t lx = (size_t)c->tune.ew_lws;
+    return launch(&k, round_up((size_t)n_out, lx), (size_t)t->ne[1], lx, 1, err);
+}
+
+static int op_topk(ocl_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *a = t->src[0];
+    if (!a || want_f32(a, "logits", err))
+        return -1;
+    if (t->type != GT_TYPE_I32 || t->ne[1] != a->ne[1] || t->ne[0] > a->ne[0] ||
+        a->ne[0] > INT32_MAX)
+        return gt_err_set(err, "TOPK: top %lld of [%lld, %lld] into an i32 [%lld, %lld]",
+                          (long long)t->ne[0], (long long)a->ne[0], (long long)a->ne[1],
+                          (long long)t->ne[0], (long long)t->ne[1]);
+    kargs k = args_for(c, K_TOPK);
+    if (arg_tensor(&k, a, err))
+        return -1;
+    arg_int(&k, (int)a->ne[0]);
+    if (arg_tensor(&k, t, err))
+        return -1;
+    arg_int(&k, (int)t->ne[0]);
+    return launch(&k, (size_t)t->ne[1], 1, 1, 1, err);
+}
+
 /* --- compute ------------------------------------------------------------------ */
 
 static void profile_collect(ocl_ctx *c, double wall);
@@ -572,6 +668,10 @@ static int enqueue(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
     case GT_OP_SILU_MUL: return op_binary(c, t, K_SILU_MUL, err);
     case GT_OP_GELU_MUL: return op_binary(c, t, K_GELU_MUL, err);
     case GT_OP_SCALE: return op_scale(c, t, err);
+    case GT_OP_TOPK: return op_topk(c, t, err);
+    case GT_OP_MOE_WEIGHTS:
+    case GT_OP_MUL_MAT_ID:
+    case GT_OP_MOE_SUM: return op_moe(c, t, err);
     default: return gt_err_set(err, "op %d is not implemented", (int)t->op);
     }
 }
@@ -713,7 +813,7 @@ bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t wh
         snprintf(why, why_len, "op %d is not an op", (int)op);
         return false;
     }
-    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS) {
+    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS || op == GT_OP_MUL_MAT_ID) {
         if (gt_ocl_type_index(type) >= 0)
             return true;
         snprintf(why, why_len, "no OpenCL kernel for %s weights (have f32, f16, bf16, q8_0, "

@@ -47,6 +47,10 @@ static const char *const KERNEL_NAMES[K_COUNT] = {
     [K_SCALE] = "scale",
     [K_ROPE] = "rope",
     [K_ATTENTION] = "attention",
+    [K_TOPK] = "topk",
+    [K_MOE_WEIGHTS] = "moe_weights",
+    [K_MOE_SUM] = "moe_sum",
+    TYPED(K_MUL_MAT_ID, "mul_mat_id"),
 };
 
 const char *gt_ocl_kernel_name(int k)

@@ -566,6 +566,10 @@ static int ref_compute(gt_backend *b, const gt_graph *g, gt_err *err)
         case GT_OP_SILU_MUL: for_rows(c, t, rows_silu_mul); break;
         case GT_OP_GELU_MUL: for_rows(c, t, rows_gelu_mul); break;
         case GT_OP_SCALE: for_rows(c, t, rows_scale); break;
+        case GT_OP_TOPK:
+        case GT_OP_MOE_WEIGHTS:
+        case GT_OP_MUL_MAT_ID:
+        case GT_OP_MOE_SUM: rc = ref_moe_compute(c->pool, t, err); break;
         default: return gt_err_set(err, "reference: op %d not implemented", (int)t->op);
         }
         if (rc != 0)
@@ -581,7 +585,7 @@ static bool ref_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
     (void)why_len;
     /* Weights of every type the runtime dequantizes (gt_dequantize_row is
      * the definition of the format, so the oracle uses nothing else). */
-    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS)
+    if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS || op == GT_OP_MUL_MAT_ID)
         return gt_type_info(type) && type != GT_TYPE_I32;
     return op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32;
 }

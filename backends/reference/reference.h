@@ -27,4 +27,8 @@ int ref_pool_threads(const ref_pool *p);
  * of one chunk or less runs on the caller alone. */
 void ref_pool_for(ref_pool *p, int64_t n, int64_t chunk, ref_task_fn fn, void *arg);
 
+struct gt_tensor;
+/* TOPK, MOE_WEIGHTS, MUL_MAT_ID and MOE_SUM (reference_moe.c). */
+int ref_moe_compute(ref_pool *pool, struct gt_tensor *t, gt_err *err);
+
 #endif

@@ -18,6 +18,7 @@ const char *gt_chat_family_name(gt_chat_family f)
     case GT_CHAT_CHATML: return "chatml";
     case GT_CHAT_GEMMA: return "gemma";
     case GT_CHAT_LLAMA3: return "llama3";
+    case GT_CHAT_PHI3: return "phi3";
     case GT_CHAT_NONE: break;
     }
     return "none";
@@ -35,28 +36,39 @@ static int32_t find_piece(const gt_tokenizer *tok, const char *piece)
 }
 
 /* ChatML templates that add a system turn when the conversation has none
- * carry it as a literal: '<|im_start|>system\n...<|im_end|>'. */
+ * carry it as a literal, '<|im_start|>system\n...<|im_end|>', the newline
+ * written either as itself or as Jinja's escape "\n", under a test of the
+ * first message's role ("!= 'system'", or Qwen 2.5's "== 'system'" with an
+ * else). The first such literal whose text is plain (no quote, brace or
+ * escape in it) is the default; a literal that computes its text is not. */
 static char *chatml_default_system(const char *tmpl)
 {
-    static const char open[] = "'<|im_start|>system\n";
-    if (!strstr(tmpl, "!= 'system'") && !strstr(tmpl, "!= \"system\""))
+    static const char open[] = "'<|im_start|>system";
+    if (!strstr(tmpl, "!= 'system'") && !strstr(tmpl, "!= \"system\"") &&
+        !strstr(tmpl, "== 'system'") && !strstr(tmpl, "== \"system\""))
         return NULL;
-    const char *a = strstr(tmpl, open);
-    if (!a)
-        return NULL;
-    a += strlen(open);
-    const char *b = strstr(a, "<|im_end|>");
-    const char *q = strchr(a, '\''), *brace = strchr(a, '{');
-    if (!b || (q && q < b) || (brace && brace < b))
-        return NULL; /* not a plain literal: something is computed in it */
-    return strndup(a, (size_t)(b - a));
+    for (const char *a = strstr(tmpl, open); a; a = strstr(a, open)) {
+        a += strlen(open);
+        if (*a == '\n')
+            a++;
+        else if (a[0] == '\\' && a[1] == 'n')
+            a += 2;
+        else
+            continue;
+        const char *b = strstr(a, "<|im_end|>");
+        if (!b)
+            return NULL;
+        if (b > a && strcspn(a, "'{\\") >= (size_t)(b - a))
+            return strndup(a, (size_t)(b - a));
+    }
+    return NULL;
 }
 
 int gt_chat_template_init(gt_chat_template *t, const char *tmpl, const char *forced,
                           const gt_tokenizer *tok)
 {
     memset(t, 0, sizeof *t);
-    t->turn_start = t->turn_end = t->header_end = -1;
+    t->turn_start = t->turn_end = t->header_end = t->system_start = -1;
     gt_chat_family f = GT_CHAT_NONE;
     if (forced) {
         if (!strcmp(forced, "chatml"))
@@ -65,15 +77,17 @@ int gt_chat_template_init(gt_chat_template *t, const char *tmpl, const char *for
             f = GT_CHAT_GEMMA;
         else if (!strcmp(forced, "llama3"))
             f = GT_CHAT_LLAMA3;
+        else if (!strcmp(forced, "phi3"))
+            f = GT_CHAT_PHI3;
         else {
             snprintf(t->why, sizeof t->why,
-                     "unknown chat template '%s' (known: chatml, gemma, llama3)", forced);
+                     "unknown chat template '%s' (known: chatml, gemma, llama3, phi3)", forced);
             return -1;
         }
     } else if (!tmpl) {
         snprintf(t->why, sizeof t->why,
                  "this model has no tokenizer.chat_template, so it has no chat format; use "
-                 "/v1/completions, or start the server with --chat-template chatml|gemma|llama3");
+                 "/v1/completions, or start the server with --chat-template chatml|gemma|llama3|phi3");
         return 0;
     } else if (strstr(tmpl, "<|im_start|>")) {
         f = GT_CHAT_CHATML;
@@ -81,20 +95,29 @@ int gt_chat_template_init(gt_chat_template *t, const char *tmpl, const char *for
         f = GT_CHAT_GEMMA;
     } else if (strstr(tmpl, "<|start_header_id|>")) {
         f = GT_CHAT_LLAMA3;
+    } else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|assistant|>") &&
+               strstr(tmpl, "<|end|>")) {
+        f = GT_CHAT_PHI3;
     } else {
         snprintf(t->why, sizeof t->why,
                  "this model's tokenizer.chat_template is of no family gauntlet renders (no "
-                 "ChatML, Gemma or Llama 3 turn markers); start the server with "
-                 "--chat-template chatml|gemma|llama3");
+                 "ChatML, Gemma, Llama 3 or Phi-3 turn markers); start the server with "
+                 "--chat-template chatml|gemma|llama3|phi3");
         return 0;
     }
-    static const char *const marks[][3] = {
-        [GT_CHAT_CHATML] = {"<|im_start|>", "<|im_end|>", NULL},
-        [GT_CHAT_GEMMA] = {"<start_of_turn>", "<end_of_turn>", NULL},
-        [GT_CHAT_LLAMA3] = {"<|start_header_id|>", "<|eot_id|>", "<|end_header_id|>"},
+    /* Phi-3: turn_start is <|user|>, header_end <|assistant|>, role_extra
+     * <|system|> (only Phi-3.5's template has a system turn). */
+    static const char *const marks[][4] = {
+        [GT_CHAT_CHATML] = {"<|im_start|>", "<|im_end|>", NULL, NULL},
+        [GT_CHAT_GEMMA] = {"<start_of_turn>", "<end_of_turn>", NULL, NULL},
+        [GT_CHAT_LLAMA3] = {"<|start_header_id|>", "<|eot_id|>", "<|end_header_id|>", NULL},
+        [GT_CHAT_PHI3] = {"<|user|>", "<|end|>", "<|assistant|>", "<|system|>"},
     };
-    int32_t ids[3] = {-1, -1, -1};
-    for (int k = 0; k < 3; k++) {
+    const bool phi3_system = f == GT_CHAT_PHI3 && (forced || strstr(tmpl, "<|system|>"));
+    int32_t ids[4] = {-1, -1, -1, -1};
+    for (int k = 0; k < 4; k++) {
+        if (k == 3 && !phi3_system)
+            continue;
         if (!marks[f][k])
             continue;
         ids[k] = find_piece(tok, marks[f][k]);
@@ -109,6 +132,7 @@ int gt_chat_template_init(gt_chat_template *t, const char *tmpl, const char *for
     t->turn_start = ids[0];
     t->turn_end = ids[1];
     t->header_end = ids[2];
+    t->system_start = ids[3];
     if (f == GT_CHAT_CHATML && tmpl && !forced)
         t->default_system = chatml_default_system(tmpl);
     return 0;
@@ -120,10 +144,17 @@ void gt_chat_template_free(gt_chat_template *t)
     t->default_system = NULL;
 }
 
+/* The rendering: ids so far, and the text since the last marker. Text is
+ * held until the next marker so that what lies between two markers is
+ * tokenized as one piece, as a tokenizer splitting the rendered text at its
+ * special tokens does. */
 typedef struct ids_buf {
     int32_t *p;
     int n, cap;
     bool failed;
+    char *text;
+    size_t len, text_cap;
+    bool strip; /* the last marker drops the whitespace after it (Phi-3) */
 } ids_buf;
 
 /* Room for k more ids. */
@@ -146,38 +177,53 @@ static bool reserve(ids_buf *b, int k)
     return true;
 }
 
-static void add_id(ids_buf *b, int32_t id)
+/* Tokenizes the held text as prompt text (parse_special false: a user's
+ * "<end_of_turn>" stays text). */
+static void flush_text(ids_buf *b, const gt_tokenizer *tok)
 {
-    if (reserve(b, 1))
-        b->p[b->n++] = id;
-}
-
-/* The concatenation of up to three strings, tokenized as one piece. */
-static void add_text(ids_buf *b, const gt_tokenizer *tok, const char *a, const char *m,
-                     const char *z)
-{
-    if (b->failed)
+    const char *s = b->text;
+    size_t len = b->len;
+    b->len = 0;
+    if (b->strip)
+        while (len > 0 && isspace((unsigned char)*s))
+            s++, len--;
+    if (b->failed || len == 0)
         return;
-    size_t la = strlen(a), lm = m ? strlen(m) : 0, lz = z ? strlen(z) : 0;
-    char *s = malloc(la + lm + lz + 1);
-    if (!s) {
-        b->failed = true;
-        return;
-    }
-    memcpy(s, a, la);
-    if (m)
-        memcpy(s + la, m, lm);
-    if (z)
-        memcpy(s + la + lm, z, lz);
-    s[la + lm + lz] = '\0';
     gt_err err = {{0}};
-    const size_t len = la + lm + lz;
-    const int need = len ? gt_tokenize(tok, s, len, false, NULL, 0, &err) : 0;
+    const int need = gt_tokenize(tok, s, len, false, NULL, 0, &err);
     if (need < 0)
         b->failed = true;
     else if (need && reserve(b, need))
         b->n += gt_tokenize(tok, s, len, false, b->p + b->n, need, &err);
-    free(s);
+}
+
+static void add_id(ids_buf *b, const gt_tokenizer *tok, int32_t id)
+{
+    flush_text(b, tok);
+    if (reserve(b, 1))
+        b->p[b->n++] = id;
+    b->strip = gt_token_strips_right(tok, id);
+}
+
+/* Appends up to three strings to the held text. */
+static void add_text(ids_buf *b, const char *a, const char *m, const char *z)
+{
+    const char *parts[3] = {a, m, z};
+    for (int i = 0; i < 3 && !b->failed; i++) {
+        size_t l = parts[i] ? strlen(parts[i]) : 0;
+        if (b->len + l + 1 > b->text_cap) {
+            size_t cap = 2 * (b->len + l + 1);
+            char *t = realloc(b->text, cap);
+            if (!t) {
+                b->failed = true;
+                return;
+            }
+            b->text = t;
+            b->text_cap = cap;
+        }
+        memcpy(b->text + b->len, parts[i] ? parts[i] : "", l);
+        b->len += l;
+    }
 }
 
 /* Jinja's trim: leading and trailing whitespace removed (a copy). */
@@ -189,6 +235,38 @@ static char *trimmed(const char *s)
     while (n && isspace((unsigned char)s[n - 1]))
         n--;
     return strndup(s, n);
+}
+
+/* Phi-3's templates. Phi-3.5's (it has <|system|>) gives every message its
+ * own turn, "<|role|>\ncontent<|end|>\n", an empty system message none,
+ * and ends with the generation prompt "<|assistant|>\n". Phi-3's drops
+ * system messages, follows each user turn with "<|assistant|>\n" and writes
+ * an assistant message as "content<|end|>\n". The tokenizer strips the
+ * newline after each marker (llama.cpp's rstrip for Phi-3). */
+static void render_phi3(ids_buf *b, const gt_chat_template *t, const gt_tokenizer *tok,
+                        const gt_chat_msg *m, int n)
+{
+    const bool v35 = t->system_start >= 0;
+    for (int i = 0; i < n; i++) {
+        const bool user = !strcmp(m[i].role, "user"), system = !strcmp(m[i].role, "system");
+        if (system && (!v35 || !m[i].content[0]))
+            continue;
+        if (user || v35) {
+            add_id(b, tok, user ? t->turn_start : system ? t->system_start : t->header_end);
+            add_text(b, "\n", NULL, NULL);
+        }
+        add_text(b, m[i].content, NULL, NULL);
+        add_id(b, tok, t->turn_end);
+        add_text(b, "\n", NULL, NULL);
+        if (user && !v35) {
+            add_id(b, tok, t->header_end);
+            add_text(b, "\n", NULL, NULL);
+        }
+    }
+    if (v35) {
+        add_id(b, tok, t->header_end);
+        add_text(b, "\n", NULL, NULL);
+    }
 }
 
 int32_t *gt_chat_render(const gt_chat_template *t, const gt_tokenizer *tok,
@@ -207,23 +285,23 @@ int32_t *gt_chat_render(const gt_chat_template *t, const gt_tokenizer *tok,
             return NULL;
         }
     if (gt_tokenizer_adds_bos(tok) && gt_tokenizer_bos(tok) >= 0)
-        add_id(&b, gt_tokenizer_bos(tok));
+        add_id(&b, tok, gt_tokenizer_bos(tok));
     switch (t->family) {
     case GT_CHAT_CHATML:
         if (t->default_system && (n == 0 || strcmp(m[0].role, "system"))) {
-            add_id(&b, t->turn_start);
-            add_text(&b, tok, "system\n", t->default_system, NULL);
-            add_id(&b, t->turn_end);
-            add_text(&b, tok, "\n", NULL, NULL);
+            add_id(&b, tok, t->turn_start);
+            add_text(&b, "system\n", t->default_system, NULL);
+            add_id(&b, tok, t->turn_end);
+            add_text(&b, "\n", NULL, NULL);
         }
         for (int i = 0; i < n; i++) {
-            add_id(&b, t->turn_start);
-            add_text(&b, tok, m[i].role, "\n", m[i].content);
-            add_id(&b, t->turn_end);
-            add_text(&b, tok, "\n", NULL, NULL);
+            add_id(&b, tok, t->turn_start);
+            add_text(&b, m[i].role, "\n", m[i].content);
+            add_id(&b, tok, t->turn_end);
+            add_text(&b, "\n", NULL, NULL);
         }
-        add_id(&b, t->turn_start);
-        add_text(&b, tok, "assistant\n", NULL, NULL);
+        add_id(&b, tok, t->turn_start);
+        add_text(&b, "assistant\n", NULL, NULL);
         break;
     case GT_CHAT_GEMMA: {
         /* A system message has no turn of its own: it opens the first user
@@ -246,39 +324,45 @@ int32_t *gt_chat_render(const gt_chat_template *t, const gt_tokenizer *tok,
                          "got '%s'", i, m[i].role);
                 free(prefix);
                 free(b.p);
+                free(b.text);
                 return NULL;
             }
             char *c = trimmed(m[i].content);
-            add_id(&b, t->turn_start);
-            add_text(&b, tok, want_user ? "user\n" : "model\n",
+            add_id(&b, tok, t->turn_start);
+            add_text(&b, want_user ? "user\n" : "model\n",
                      i == first && prefix ? prefix : "", c ? c : "");
-            add_id(&b, t->turn_end);
-            add_text(&b, tok, "\n", NULL, NULL);
+            add_id(&b, tok, t->turn_end);
+            add_text(&b, "\n", NULL, NULL);
             free(c);
         }
         free(prefix);
-        add_id(&b, t->turn_start);
-        add_text(&b, tok, "model\n", NULL, NULL);
+        add_id(&b, tok, t->turn_start);
+        add_text(&b, "model\n", NULL, NULL);
         break;
     }
     case GT_CHAT_LLAMA3:
         for (int i = 0; i < n; i++) {
             char *c = trimmed(m[i].content);
-            add_id(&b, t->turn_start);
-            add_text(&b, tok, m[i].role, NULL, NULL);
-            add_id(&b, t->header_end);
-            add_text(&b, tok, "\n\n", c ? c : "", NULL);
-            add_id(&b, t->turn_end);
+            add_id(&b, tok, t->turn_start);
+            add_text(&b, m[i].role, NULL, NULL);
+            add_id(&b, tok, t->header_end);
+            add_text(&b, "\n\n", c ? c : "", NULL);
+            add_id(&b, tok, t->turn_end);
             free(c);
         }
-        add_id(&b, t->turn_start);
-        add_text(&b, tok, "assistant", NULL, NULL);
-        add_id(&b, t->header_end);
-        add_text(&b, tok, "\n\n", NULL, NULL);
+        add_id(&b, tok, t->turn_start);
+        add_text(&b, "assistant", NULL, NULL);
+        add_id(&b, tok, t->header_end);
+        add_text(&b, "\n\n", NULL, NULL);
+        break;
+    case GT_CHAT_PHI3:
+        render_phi3(&b, t, tok, m, n);
         break;
     case GT_CHAT_NONE:
         break;
     }
+    flush_text(&b, tok);
+    free(b.text);
     if (b.failed) {
         snprintf(why, cap, "rendering the conversation failed (out of memory, or text the "
                            "tokenizer cannot encode)");

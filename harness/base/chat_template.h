@@ -4,8 +4,10 @@
  *
  * No Jinja engine: the GGUF's tokenizer.chat_template is recognized by the
  * markers that identify its family, and the family is rendered in C. The
- * rendering is a token sequence, not text, because the turn markers are
- * control tokens that the text tokenizer never produces. */
+ * rendering is a token sequence, not text: the turn markers are put in as
+ * their ids, and the text between them (roles, messages) is tokenized as
+ * prompt text, parse_special false, so a message that contains a marker's
+ * text ("<end_of_turn>") cannot end its turn early. */
 #ifndef GT_CHAT_TEMPLATE_H
 #define GT_CHAT_TEMPLATE_H
 
@@ -19,6 +21,7 @@ typedef enum gt_chat_family {
     GT_CHAT_CHATML,   /* <|im_start|>role\n...<|im_end|>\n  (SmolLM2, Qwen) */
     GT_CHAT_GEMMA,    /* <start_of_turn>user\n...<end_of_turn>\n, assistant = "model" */
     GT_CHAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    GT_CHAT_PHI3,     /* <|user|>\n...<|end|>\n<|assistant|>\n (Phi-3, Phi-3.5) */
 } gt_chat_family;
 
 typedef struct gt_chat_template {
@@ -26,7 +29,8 @@ typedef struct gt_chat_template {
     char why[256];          /* for GT_CHAT_NONE: what a chat request is told */
     int32_t turn_start;     /* <|im_start|>, <start_of_turn>, <|start_header_id|> */
     int32_t turn_end;       /* <|im_end|>, <end_of_turn>, <|eot_id|>: ends generation */
-    int32_t header_end;     /* Llama 3's <|end_header_id|>; -1 otherwise */
+    int32_t header_end;     /* Llama 3's <|end_header_id|>, Phi-3's <|assistant|>; else -1 */
+    int32_t system_start;   /* Phi-3.5's <|system|>; -1 otherwise (Phi-3 drops system) */
     char *default_system;   /* ChatML: the system turn the template adds when none is
                              * given (SmolLM2 has one); NULL when none */
 } gt_chat_template;
@@ -36,7 +40,7 @@ typedef struct gt_chat_msg {
     char *content;
 } gt_chat_msg;
 
-/* The family's name ("chatml", "gemma", "llama3"), or "none". */
+/* The family's name ("chatml", "gemma", "llama3", "phi3"), or "none". */
 const char *gt_chat_family_name(gt_chat_family f);
 
 /* Sets up t for this model. forced (a --chat-template NAME) overrides the

@@ -284,6 +284,10 @@ static int print_model(const char *path)
     if (hp->swa_window > 0)
         printf("  sliding window %d on local layers; layer l is global when (l+1) %% %d == 0\n",
                hp->swa_window, hp->swa_period);
+    if (hp->n_expert > 0)
+        printf("  experts %d per layer, %d used per token (softmax, top-k%s), expert ffn %d\n",
+               hp->n_expert, hp->n_expert_used, hp->expert_norm ? ", renormalized" : "",
+               hp->n_ff_exp);
     const gt_gguf *g = gt_model_gguf(m);
     if (gt_gguf_find_tensor(g, "rope_freqs.weight"))
         printf("  rope factors  rope_freqs.weight on Q and K at every layer\n");

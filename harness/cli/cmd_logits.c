@@ -11,7 +11,9 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet logits -m MODEL [-b BACKEND] -p PROMPT [--json] [--top K]\n"
+    fprintf(f, "usage: gauntlet logits -m MODEL [-b BACKEND] (-p PROMPT | --ids I,J,..) [--json] [--top K]\n"
+               "      --ids I,J,..    evaluate these token ids as given (no tokenizer, no BOS):\n"
+               "                      to compare with another runtime position by position\n"
                "  -b, --backend NAME  reference (default), cpu, opencl, cuda\n"
                "  -t, --threads N     backend threads\n"
                "      --driver D      driver profile setting\n"
@@ -20,9 +22,32 @@ static void help(FILE *f)
                "      --top K         text mode: show the K largest logits per position (default 5)\n");
 }
 
+/* "1,2,3" -> ids (each < n_vocab); NULL with a message when malformed. */
+static int32_t *parse_ids(const char *list, int n_vocab, int *n)
+{
+    *n = 0;
+    int32_t *ids = malloc((strlen(list) / 2 + 1) * sizeof *ids);
+    if (!ids)
+        return NULL;
+    for (const char *p = list; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= n_vocab || (*end && *end != ',')) {
+            fprintf(stderr, "gauntlet logits: --ids: '%s' is not a list of ids below %d\n", list,
+                    n_vocab);
+            free(ids);
+            return NULL;
+        }
+        ids[(*n)++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return ids;
+}
+
 int cmd_logits(int argc, char **argv)
 {
-    const char *model = NULL, *backend = "reference", *prompt = NULL, *driver = NULL;
+    const char *model = NULL, *backend = "reference", *prompt = NULL, *driver = NULL,
+               *id_list = NULL;
     bool json = false, no_bos = false;
     long top = 5, threads = 0;
     static const struct option opts[] = {
@@ -30,6 +55,7 @@ int cmd_logits(int argc, char **argv)
         {"prompt", required_argument, 0, 'p'}, {"threads", required_argument, 0, 't'},
         {"driver", required_argument, 0, 'D'}, {"no-bos", no_argument, 0, 'B'},
         {"json", no_argument, 0, 'j'},        {"top", required_argument, 0, 'k'},
+        {"ids", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -42,13 +68,14 @@ int cmd_logits(int argc, char **argv)
         case 'D': driver = optarg; break;
         case 'B': no_bos = true; break;
         case 'j': json = true; break;
+        case 'I': id_list = optarg; break;
         case 'k': if (gt_cli_int("logits", "--top", optarg, 1, 1 << 20, &top)) return GT_EXIT_USAGE; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
     }
-    if (!model || !prompt || optind < argc) {
-        fprintf(stderr, "gauntlet logits: -m MODEL and -p PROMPT are required\n");
+    if (!model || !prompt == !id_list || optind < argc) {
+        fprintf(stderr, "gauntlet logits: -m MODEL and one of -p PROMPT, --ids are required\n");
         help(stderr);
         return GT_EXIT_USAGE;
     }
@@ -59,7 +86,8 @@ int cmd_logits(int argc, char **argv)
     const gt_tokenizer *tok = gt_model_tokenizer(run.model);
     int n = 0, rc = GT_EXIT_OK;
     gt_err err = {{0}};
-    int32_t *ids = gt_cli_tokenize("logits", run.model, prompt, no_bos, &n);
+    int32_t *ids = id_list ? parse_ids(id_list, n_vocab, &n)
+                           : gt_cli_tokenize("logits", run.model, prompt, no_bos, &n);
     float *logits = ids && n > 0 ? malloc(sizeof(float) * (size_t)n * n_vocab) : NULL;
     if (!logits) {
         if (ids)

@@ -35,7 +35,7 @@ static void help(FILE *f)
             "  -t, --threads N      backend threads (default: all cores)\n"
             "      --driver D       driver profile setting, e.g. blas=/path/libblas.so.3\n"
             "  -c, --ctx N          context size (default: model's, at most 2048)\n"
-            "      --chat-template NAME  chatml, gemma or llama3: the chat format to use instead\n"
+            "      --chat-template NAME  chatml, gemma, llama3 or phi3: the chat format to use instead\n"
             "                       of the one recognized in tokenizer.chat_template (without\n"
             "                       either, chat requests get a 400 that says why)\n"
             "  -q, --quiet          no per-request log lines\n"

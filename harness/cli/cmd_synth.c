@@ -19,11 +19,15 @@ static void help(FILE *f)
     for (int i = 0; gt_synth_preset_at(i); i++) {
         const gt_synth_shape *p = gt_synth_preset_at(i);
         fprintf(f, "                   %-13s %s, n_embd %d, %d layers, %d/%d heads, ffn %d, "
-                   "vocab %d%s%s\n", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
-                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab, p->tied_output ? ", tied output" : "",
-                p->rope_orig_ctx > 0 ? ", rope factors" : "");
+                   "vocab %d%s%s", p->name, p->arch ? p->arch : "llama", p->n_embd, p->n_layer,
+                p->n_head, p->n_head_kv, p->n_ff, p->n_vocab,
+                p->tied_output ? ", tied output" : "", p->rope_orig_ctx > 0 ? ", rope factors" : "");
+        if (p->n_expert > 0)
+            fprintf(f, ", head %d, %d experts (%d used) of ffn %d", p->head_dim, p->n_expert,
+                    p->n_expert_used, p->n_ff_exp);
+        fputc('\n', f);
     }
-    fprintf(f, "  --arch A       fail unless the preset is of architecture A (llama, phi3)\n"
+    fprintf(f, "  --arch A       fail unless the preset is of architecture A (llama, phi3, qwen3moe)\n"
                "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"
                "                 q8_0, q4_0, q4_1; norms are always f32\n");

@@ -13,19 +13,24 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: gauntlet tokenize -m MODEL [--no-bos] [--json] TEXT\n"
+    fprintf(f, "usage: gauntlet tokenize -m MODEL [--no-bos] [--special] [--json] TEXT\n"
                "  prints one line per token: id, piece as stored, and the decoded bytes;\n"
                "  --json prints {\"tokens\": [...], \"pieces\": [...]}.\n"
+               "  TEXT is prompt text: control tokens written in it (\"<|im_end|>\",\n"
+               "  \"</s>\") stay text, as llama.cpp's parse_special=false does;\n"
+               "  user-defined tokens are still matched. --special also turns the\n"
+               "  control tokens' text into those tokens, as a chat template's markup.\n"
                "  Only the tokenizer is read, so a tokenizer-only GGUF works too.\n");
 }
 
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL;
-    bool no_bos = false, json = false;
+    bool no_bos = false, json = false, special = false;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"no-bos", no_argument, 0, 'B'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"special", no_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -35,6 +40,7 @@ int cmd_tokenize(int argc, char **argv)
         case 'm': model = optarg; break;
         case 'B': no_bos = true; break;
         case 'j': json = true; break;
+        case 'S': special = true; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
         }
@@ -54,7 +60,7 @@ int cmd_tokenize(int argc, char **argv)
         return GT_EXIT_USAGE;
     }
     const bool bos = !no_bos && gt_tokenizer_adds_bos(tok);
-    int n = gt_tokenize(tok, text, strlen(text), bos, NULL, 0, &err);
+    int n = gt_tokenize_special(tok, text, strlen(text), bos, special, NULL, 0, &err);
     int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;
     int rc = GT_EXIT_OK;
     if (!ids) {
@@ -62,7 +68,7 @@ int cmd_tokenize(int argc, char **argv)
         rc = GT_EXIT_USAGE;
         goto done;
     }
-    gt_tokenize(tok, text, strlen(text), bos, ids, n, &err);
+    gt_tokenize_special(tok, text, strlen(text), bos, special, ids, n, &err);
     if (json) {
         cJSON *root = cJSON_CreateObject();
         cJSON *arr = cJSON_AddArrayToObject(root, "tokens");

@@ -191,6 +191,10 @@ gt_type gt_quant_tensor_type(const gt_quant_scheme *s, gt_quant_state *st, const
         *why = "1-D";
         return GT_TYPE_F32;
     }
+    if (ends_with(name, "ffn_gate_inp.weight")) {
+        *why = "expert router (llama-quantize keeps it f32)";
+        return GT_TYPE_F32;
+    }
     if (!gt_type_info(s->base)->quantized)
         return s->base;
     if (pure) {

@@ -37,6 +37,10 @@
  *                            blocks, which is the NMSE it causes; 5e-4 leaves
  *                            >10x margin while a real bug (wrong scale,
  *                            nibble order, block offset) gives >= 1e-2.
+ *   TOPK              0      expert ids: exact (inputs have no ties).
+ *   MOE_WEIGHTS,      1e-10  a softmax over the experts (float exp on some
+ *   MOE_SUM                  devices) and a sum of k <= 8 products.
+ *   MUL_MAT_ID        as MUL_MAT: each output is one weight row's dot product.
  * Rows are whole blocks of the weight type: K-quant cases use the shapes
  * with K a multiple of 256 (256, 512, 1536, 2048). */
 #include "opcheck.h"
@@ -336,6 +340,75 @@ static void cases_gemma(oc_list *l)
     }
 }
 
+/* Mixture-of-experts ops (qwen3moe), appended after every older case:
+ * router top-k and weights over 8..128 experts, the gather-by-expert
+ * matmul in every weight type (shared input rows as for gate/up, one row
+ * per slot as for down), and the weighted sum over the slots. */
+static void cases_moe(oc_list *l)
+{
+    static const int64_t routers[][3] = {{8, 2, 1}, {8, 2, 33}, {128, 8, 1}, {128, 8, 64}};
+    for (int op = 0; op < 2; op++)
+        for (int ri = 0; ri < 4; ri++) {
+            const int64_t n_exp = routers[ri][0], k = routers[ri][1], rows = routers[ri][2];
+            for (int norm = 0; norm < (op ? 2 : 1); norm++) {
+                oc_case *c = add(l, op ? GT_OP_MOE_WEIGHTS : GT_OP_TOPK, GT_TYPE_F32);
+                if (!c)
+                    continue;
+                c->n_src = op ? 2 : 1;
+                c->src[0] = S(GT_TYPE_F32, n_exp, rows, FILL_GAUSS, 0);
+                c->src[1] = S(GT_TYPE_I32, k, rows, FILL_IDS, n_exp);
+                c->out_ne0 = k, c->out_ne1 = rows;
+                c->ip[0] = norm;
+                c->threshold = op ? 1e-10 : 0.0; /* ids: exact */
+                snprintf(c->desc, sizeof c->desc, "experts=%lld,k=%lld,rows=%lld%s",
+                         (long long)n_exp, (long long)k, (long long)rows,
+                         op ? (norm ? ",renormalized" : ",softmax") : "");
+            }
+        }
+    static const int64_t mm[][5] = {/* K, n_out, n_exp, k, rows */
+                                    {64, 32, 8, 2, 1}, {256, 96, 8, 2, 7}, {32, 64, 8, 2, 33},
+                                    {512, 48, 16, 4, 5}};
+    for (int pass = 0; pass < 2; pass++) {
+        const gt_type *types = pass ? LATER_TYPES : WEIGHT_TYPES;
+        for (int ti = 0; ti < (pass ? N_OF(LATER_TYPES) : N_OF(WEIGHT_TYPES)); ti++)
+            for (int mi = 0; mi < 4; mi++)
+                for (int per_slot = 0; per_slot < 2; per_slot++) {
+                    const gt_type t = types[ti];
+                    const int64_t K = mm[mi][0], n_out = mm[mi][1], n_exp = mm[mi][2];
+                    const int64_t k = mm[mi][3], rows = mm[mi][4];
+                    if (!fits(t, K))
+                        continue;
+                    oc_case *c = add(l, GT_OP_MUL_MAT_ID, t);
+                    if (!c)
+                        continue;
+                    c->n_src = 3;
+                    c->src[0] = S(t, K, n_exp * n_out, FILL_WEIGHT, 0);
+                    c->src[1] = S(GT_TYPE_F32, K, per_slot ? rows * k : rows, FILL_GAUSS, 0);
+                    c->src[2] = S(GT_TYPE_I32, k, rows, FILL_IDS, n_exp);
+                    c->out_ne0 = n_out, c->out_ne1 = rows * k;
+                    c->ip[0] = (int32_t)n_out, c->ip[1] = per_slot;
+                    c->threshold = quantized(t) ? 5e-4 : 1e-8;
+                    snprintf(c->desc, sizeof c->desc, "k=%lld,n_out=%lld,experts=%lld,used=%lld,"
+                             "rows=%lld%s", (long long)K, (long long)n_out, (long long)n_exp,
+                             (long long)k, (long long)rows, per_slot ? ",per-slot" : "");
+                }
+    }
+    static const int64_t sums[][3] = {{64, 2, 1}, {2048, 8, 1}, {576, 8, 33}};
+    for (int si = 0; si < 3; si++) {
+        oc_case *c = add(l, GT_OP_MOE_SUM, GT_TYPE_F32);
+        if (!c)
+            continue;
+        const int64_t n = sums[si][0], k = sums[si][1], rows = sums[si][2];
+        c->n_src = 2;
+        c->src[0] = S(GT_TYPE_F32, n, rows * k, FILL_GAUSS, 0);
+        c->src[1] = S(GT_TYPE_F32, k, rows, FILL_GAUSS, 0);
+        c->out_ne0 = n, c->out_ne1 = rows;
+        c->threshold = 1e-10;
+        snprintf(c->desc, sizeof c->desc, "n=%lld,k=%lld,rows=%lld", (long long)n, (long long)k,
+                 (long long)rows);
+    }
+}
+
 /* ROPE with frequency factors (Llama 3's rope_freqs, Phi-3's long/short
  * factors), a linear freq_scale and an attention factor (Phi-3's long-rope
  * magnitude), appended after every older case; the same 1e-10 as ROPE: the
@@ -495,7 +568,8 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
     memset(src, 0, sizeof src);
     memset(&t, 0, sizeof t);
     for (int i = 0; i < c->n_src; i++) {
-        const bool wrap = (i == 0 && (c->op == GT_OP_MUL_MAT || c->op == GT_OP_GET_ROWS)) ||
+        const bool wrap = (i == 0 && (c->op == GT_OP_MUL_MAT || c->op == GT_OP_GET_ROWS ||
+                                      c->op == GT_OP_MUL_MAT_ID)) ||
                           (i == 1 && c->op == GT_OP_ROPE); /* factors are a weight */
         if (make_buffer(be, in[i], src_bytes(&c->src[i]), wrap, &r, i, err) != 0)
             goto done;
@@ -507,7 +581,7 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
         t.src[i] = &src[i];
     }
     snprintf(t.name, sizeof t.name, "out");
-    t.type = GT_TYPE_F32;
+    t.type = c->op == GT_OP_TOPK ? GT_TYPE_I32 : GT_TYPE_F32;
     t.ne[0] = c->out_ne0, t.ne[1] = c->out_ne1;
     t.op = c->op;
     memcpy(t.iparams, c->ip, sizeof t.iparams);
@@ -562,6 +636,9 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
                 goto done;
             }
             memcpy(*out, back + GUARD, body);
+            if (t.type == GT_TYPE_I32) /* ids, compared as the numbers they are */
+                for (size_t e = 0; e < *out_n; e++)
+                    (*out)[e] = (float)((const int32_t *)(back + GUARD))[e];
         }
     }
     rc = 0;
@@ -657,6 +734,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     cases_get_rows(&l, LATER_TYPES, N_OF(LATER_TYPES));
     cases_mul_mat(&l, LATER_TYPES, N_OF(LATER_TYPES), true);
     cases_gemma(&l);
+    cases_moe(&l);
     cases_rope_factors(&l);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
@@ -697,6 +775,7 @@ double opcheck_threshold(gt_op op, gt_type weight)
 {
     switch (op) {
     case GT_OP_KV_STORE:
+    case GT_OP_TOPK:
         return 0.0;
     case GT_OP_GET_ROWS:
     case GT_OP_ADD:
@@ -706,8 +785,9 @@ double opcheck_threshold(gt_op op, gt_type weight)
     case GT_OP_ATTENTION:
         return 1e-8;
     case GT_OP_MUL_MAT:
+    case GT_OP_MUL_MAT_ID:
         return quantized(weight) ? 5e-4 : 1e-8;
-    default: /* RMS_NORM, ROPE, SILU_MUL, GELU_MUL */
+    default: /* RMS_NORM, ROPE, SILU_MUL, GELU_MUL, MOE_WEIGHTS, MOE_SUM */
         return 1e-10;
     }
 }

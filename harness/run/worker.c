@@ -326,6 +326,11 @@ static int check_support(worker *w, gt_backend *b, const char *artifact)
         need[GT_OP_GELU_MUL][GT_TYPE_F32] = need[GT_OP_SCALE][GT_TYPE_F32] = true;
     else
         need[GT_OP_SILU_MUL][GT_TYPE_F32] = true;
+    /* A mixture of experts routes with these; its 3-D expert tensors are
+     * multiplied by MUL_MAT_ID (below). */
+    if (arch && strcmp(arch, "qwen3moe") == 0)
+        need[GT_OP_TOPK][GT_TYPE_F32] = need[GT_OP_MOE_WEIGHTS][GT_TYPE_F32] =
+            need[GT_OP_MOE_SUM][GT_TYPE_F32] = true;
     bool has_output = gt_gguf_find_tensor(g, "output.weight") != NULL;
     for (int64_t i = 0; i < gt_gguf_n_tensors(g); i++) {
         const gt_gguf_tensor *t = gt_gguf_tensor_at(g, i);
@@ -335,6 +340,8 @@ static int check_support(worker *w, gt_backend *b, const char *artifact)
             need[GT_OP_GET_ROWS][t->type] = true;
             if (!has_output) /* tied: the embedding is also the output projection */
                 need[GT_OP_MUL_MAT][t->type] = true;
+        } else if (t->n_dims >= 3) {
+            need[GT_OP_MUL_MAT_ID][t->type] = true;
         } else if (t->n_dims >= 2) {
             need[GT_OP_MUL_MAT][t->type] = true;
         } else {

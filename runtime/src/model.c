@@ -12,8 +12,8 @@
  * are named defaults below, a key overrides them when a file has one, and
  * hp->defaulted lists what was defaulted (gauntlet inspect shows it).
  *
- * What is not understood is refused. The metadata and weight readers below
- * (exposed to architecture files in model_internal.h) record every key and
+ * What is not understood is refused. The metadata and weight readers
+ * (model_read.c, for every architecture file) record every key and
  * tensor they return in the load running on this thread. After the
  * architecture has found its weights, a tensor nobody looked up, or a key
  * nobody read that model_keys.c does not list as harmless, fails the load
@@ -29,88 +29,6 @@
 
 /* Architectures that share the llama graph (RMSNorm, RoPE, GQA, SwiGLU). */
 static const char *const LLAMA_LIKE[] = {"llama", "mistral"};
-
-/* What the load running on this thread has read of its file. Loads are
- * synchronous, so a thread-local record reaches every reader without
- * changing their signatures; a reader called outside a load (or on another
- * file) records nothing. */
-typedef struct load_use {
-    const gt_gguf *g;
-    uint8_t *key_read;    /* (n_kv) */
-    uint8_t *tensor_used; /* (n_tensors) */
-} load_use;
-static _Thread_local load_use *t_use;
-
-static void note_key(const gt_gguf *g, int64_t i)
-{
-    if (t_use && t_use->g == g && i >= 0 && i < gt_gguf_n_kv(g))
-        t_use->key_read[i] = 1;
-}
-
-static void note_tensor(const gt_gguf *g, const gt_gguf_tensor *t)
-{
-    if (t_use && t_use->g == g && t)
-        t_use->tensor_used[t - gt_gguf_tensor_at(g, 0)] = 1;
-}
-
-/* The index of "<arch>.<key>" (-1 if absent), recorded as read. */
-static int64_t arch_key(const gt_gguf *g, const char *arch, const char *key, char *full,
-                        size_t cap)
-{
-    snprintf(full, cap, "%s.%s", arch, key);
-    int64_t i = gt_gguf_find_key(g, full);
-    note_key(g, i);
-    return i;
-}
-
-int gt_model_arch_int(const gt_gguf *g, const char *arch, const char *key, int64_t def,
-                      int64_t *out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        if (def < 0)
-            return gt_err_set(err, "metadata key %s is missing", full);
-        *out = def;
-        return 0;
-    }
-    if (!gt_gguf_kv_int(g, i, out))
-        return gt_err_set(err, "metadata key %s is a %s, expected an integer", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    if (*out <= 0 || *out > (1 << 24))
-        return gt_err_set(err, "metadata key %s = %lld is out of range", full, (long long)*out);
-    return 0;
-}
-
-int gt_model_arch_float(const gt_gguf *g, const char *arch, const char *key, double def,
-                        double *out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        *out = def;
-        return 0;
-    }
-    if (!gt_gguf_kv_float(g, i, out))
-        return gt_err_set(err, "metadata key %s is a %s, expected a number", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    return 0;
-}
-
-int gt_model_arch_str(const gt_gguf *g, const char *arch, const char *key, const char *def,
-                      const char **out, gt_err *err)
-{
-    char full[128];
-    int64_t i = arch_key(g, arch, key, full, sizeof full);
-    if (i < 0) {
-        *out = def;
-        return 0;
-    }
-    if (!(*out = gt_gguf_kv_str(g, i, NULL)))
-        return gt_err_set(err, "metadata key %s is a %s, expected a string", full,
-                          gt_gguf_vtype_name(gt_gguf_kv_type(g, i)));
-    return 0;
-}
 
 /* The short names this file has always used. */
 #define arch_int gt_model_arch_int
@@ -227,9 +145,10 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
     const bool gemma3 = strcmp(arch, "gemma3") == 0, phi3 = strcmp(arch, "phi3") == 0;
-    if (!llama && !gemma3 && !phi3)
+    const bool qwen3moe = strcmp(arch, "qwen3moe") == 0;
+    if (!llama && !gemma3 && !phi3 && !qwen3moe)
         return gt_err_set(err, "unsupported: architecture '%s' is not implemented (implemented: "
-                               "llama, mistral, gemma3, phi3)", arch);
+                               "llama, mistral, gemma3, phi3, qwen3moe)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -261,6 +180,8 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return read_gemma3(g, hp, err);
     if (phi3)
         return gt_model_read_phi3(g, hp, err);
+    if (qwen3moe)
+        return gt_qwen3moe_hparams(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
     if (hp->n_embd % hp->n_head != 0)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
@@ -278,45 +199,6 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->rope_base_local = hp->rope_base;
     hp->rope_mode = 0; /* llama.cpp's llama GGUFs store Q/K permuted for adjacent pairs */
     return gt_model_rope_scaling(g, hp, err);
-}
-
-/* Checks that t is [rows x cols] (ne[0] = cols; rows 1: a 1-D f32 vector). */
-static int check_shape(const gt_gguf_tensor *t, int64_t cols, int64_t rows, gt_err *err)
-{
-    int64_t want_dims = rows == 1 ? 1 : 2;
-    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
-        (t->n_dims != want_dims && !(rows == 1 && t->n_dims == 2)))
-        return gt_err_set(err, "tensor %s has shape %lld x %lld x %lld x %lld, expected %lld x %lld",
-                          t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)cols, (long long)rows);
-    if (rows == 1 && t->type != GT_TYPE_F32)
-        return gt_err_set(err, "tensor %s is %s; norm weights must be f32", t->name,
-                          gt_type_name(t->type));
-    return 0;
-}
-
-int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                        const gt_gguf_tensor **out, gt_err *err)
-{
-    const gt_gguf_tensor *t = gt_gguf_find_tensor(g, name);
-    *out = NULL;
-    if (!t)
-        return 0;
-    if (check_shape(t, cols, rows, err))
-        return -1;
-    note_tensor(g, t);
-    *out = t;
-    return 0;
-}
-
-int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
-                    const gt_gguf_tensor **out, gt_err *err)
-{
-    if (gt_model_weight_opt(g, name, cols, rows, out, err))
-        return -1;
-    if (!*out)
-        return gt_err_set(err, "tensor %s is missing", name);
-    return 0;
 }
 
 #define weight gt_model_weight
@@ -337,6 +219,8 @@ static int find_weights(gt_model *m, gt_err *err)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return gt_err_set(err, "out of memory");
+    if (hp->arch_id == GT_ARCH_QWEN3MOE)
+        return gt_qwen3moe_weights(m, err);
     if (hp->arch_id == GT_ARCH_PHI3)
         return gt_model_find_phi3(m, err);
     /* Llama 3.x: frequency factors for every layer's Q and K */
@@ -390,7 +274,7 @@ static int unused_tensors(const gt_gguf *g, const uint8_t *used, char *buf, size
 }
 
 /* The refusal: every tensor and key the architecture left alone. */
-static int check_all_used(const gt_model *m, const load_use *use, gt_err *err)
+static int check_all_used(const gt_model *m, const gt_load_use *use, gt_err *err)
 {
     char tensors[400], keys[600];
     int nt = unused_tensors(m->gguf, use->tensor_used, tensors, sizeof tensors);
@@ -420,7 +304,7 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
         err = &local;
     *out = NULL;
     gt_model *m = calloc(1, sizeof *m);
-    load_use use = {0};
+    gt_load_use use = {0};
     if (!m)
         return gt_err_set(err, "out of memory");
     if (gt_gguf_open(path, &m->gguf, err) != 0) {
@@ -435,7 +319,7 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
         gt_err_set(err, "out of memory");
         goto fail;
     }
-    t_use = &use;
+    gt_model_use_set(&use);
     if (read_hparams(m->gguf, &m->hp, err) != 0 ||
         gt_tokenizer_from_gguf(m->gguf, &m->tok, err) != 0)
         goto fail;
@@ -450,13 +334,13 @@ int gt_model_load(const char *path, gt_model **out, gt_err *err)
     }
     if (find_weights(m, err) != 0 || check_all_used(m, &use, err) != 0)
         goto fail;
-    t_use = NULL;
+    gt_model_use_set(NULL);
     free(use.key_read);
     free(use.tensor_used);
     *out = m;
     return 0;
 fail:
-    t_use = NULL;
+    gt_model_use_set(NULL);
     free(use.key_read);
     free(use.tensor_used);
     const int rc = is_unsupported(err->msg) ? GT_MODEL_UNSUPPORTED : -1;
@@ -491,11 +375,18 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
         bytes += w->attn_norm->nbytes + NB(w->wq) + NB(w->wk) + NB(w->wv) + NB(w->wqkv) +
-                 w->wo->nbytes + w->ffn_norm->nbytes + NB(w->w_gate) + w->w_up->nbytes +
-                 w->w_down->nbytes;
+                 w->wo->nbytes + w->ffn_norm->nbytes;
+        if (w->ffn_gate_inp) /* the router, and the k experts a token runs */
+            bytes += w->ffn_gate_inp->nbytes +
+                     (w->ffn_gate_exps->nbytes + w->ffn_up_exps->nbytes +
+                      w->ffn_down_exps->nbytes) / (uint64_t)m->hp.n_expert *
+                         (uint64_t)m->hp.n_expert_used;
+        else
+            bytes += NB(w->w_gate) + w->w_up->nbytes + w->w_down->nbytes;
         if (w->q_norm)
-            bytes += w->q_norm->nbytes + w->k_norm->nbytes + w->post_attn_norm->nbytes +
-                     w->post_ffn_norm->nbytes;
+            bytes += w->q_norm->nbytes + w->k_norm->nbytes;
+        if (w->post_attn_norm)
+            bytes += w->post_attn_norm->nbytes + w->post_ffn_norm->nbytes;
     }
     return bytes;
 }
@@ -504,7 +395,10 @@ gt_type gt_model_main_type(const gt_model *m)
 {
     if (m->hp.n_layer == 0)
         return m->output->type;
-    return m->layers[0].w_gate ? m->layers[0].w_gate->type : m->layers[0].w_up->type;
+    const gt_layer_weights *l0 = &m->layers[0];
+    return l0->ffn_gate_exps ? l0->ffn_gate_exps->type
+         : l0->w_gate        ? l0->w_gate->type
+                             : l0->w_up->type; /* phi3: gate and up fused */
 }
 
 uint64_t gt_model_matrix_params(const gt_model *m)
@@ -512,8 +406,14 @@ uint64_t gt_model_matrix_params(const gt_model *m)
     uint64_t n = (uint64_t)m->output->n_elements;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
-        n += NE(w->wq) + NE(w->wk) + NE(w->wv) + NE(w->wqkv) + NE(w->wo) + NE(w->w_gate) +
-             NE(w->w_up) + NE(w->w_down);
+        n += NE(w->wq) + NE(w->wk) + NE(w->wv) + NE(w->wqkv) + NE(w->wo);
+        if (w->ffn_gate_inp) /* what one token multiplies: the router and k experts */
+            n += (uint64_t)w->ffn_gate_inp->n_elements +
+                 (uint64_t)(w->ffn_gate_exps->n_elements + w->ffn_up_exps->n_elements +
+                            w->ffn_down_exps->n_elements) /
+                     (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+        else
+            n += NE(w->w_gate) + NE(w->w_up) + NE(w->w_down);
     }
     return n;
 }

@@ -22,6 +22,11 @@ typedef struct gt_layer_weights {
     /* gemma3 only (NULL otherwise) */
     const gt_gguf_tensor *q_norm, *k_norm;                /* (head_dim) */
     const gt_gguf_tensor *post_attn_norm, *post_ffn_norm; /* (n_embd) */
+    /* qwen3moe only (NULL otherwise; w_gate, w_up, w_down are NULL there) */
+    const gt_gguf_tensor *ffn_gate_inp;  /* (n_expert rows of n_embd): the router */
+    const gt_gguf_tensor *ffn_gate_exps; /* (n_expert, n_ff_exp rows of n_embd) */
+    const gt_gguf_tensor *ffn_up_exps;   /* (n_expert, n_ff_exp rows of n_embd) */
+    const gt_gguf_tensor *ffn_down_exps; /* (n_expert, n_embd rows of n_ff_exp) */
 } gt_layer_weights;
 
 struct gt_model {
@@ -37,7 +42,7 @@ struct gt_model {
     const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
 };
 
-/* model.c's readers: the only way an architecture reads "<arch>.*"
+/* model_read.c's readers: the only way an architecture reads "<arch>.*"
  * metadata or finds a weight, because each records what it returned in the
  * load running on this thread. After the architecture's weights are found,
  * a tensor no reader returned, or a key no reader read that model_keys.c
@@ -62,6 +67,25 @@ int gt_model_weight(const gt_gguf *g, const char *name, int64_t cols, int64_t ro
                     const gt_gguf_tensor **out, gt_err *err);
 int gt_model_weight_opt(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
                         const gt_gguf_tensor **out, gt_err *err);
+/* A 3-D weight: planes of [rows x cols] (ne[2] = planes; the experts of a
+ * layer), which the graph sees as planes * rows rows. */
+int gt_model_weight3(const gt_gguf *g, const char *name, int64_t cols, int64_t rows,
+                     int64_t planes, const gt_gguf_tensor **out, gt_err *err);
+
+/* What the load running on this thread has read of its file: the readers
+ * mark key_read[i] / tensor_used[i] while gt_model_use_set has one set
+ * (model.c sets it for a load, NULL after). */
+typedef struct gt_load_use {
+    const gt_gguf *g;
+    uint8_t *key_read;    /* (n_kv) */
+    uint8_t *tensor_used; /* (n_tensors) */
+} gt_load_use;
+void gt_model_use_set(gt_load_use *use);
+
+/* qwen3moe (model_qwen3moe.c): its hyper-parameters on top of the common
+ * ones read_hparams has read, and its layers' weights. */
+int gt_qwen3moe_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+int gt_qwen3moe_weights(gt_model *m, gt_err *err);
 
 /* model_keys.c: of the keys whose key_read[i] is 0, lists those not known to
  * be harmless ("K = V, ...", the first six, then "and N more") into buf and

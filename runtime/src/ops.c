@@ -11,6 +11,8 @@ static const char *const OP_NAMES[GT_OP_COUNT] = {
     [GT_OP_ROPE] = "ROPE",         [GT_OP_KV_STORE] = "KV_STORE",
     [GT_OP_ATTENTION] = "ATTENTION", [GT_OP_SILU_MUL] = "SILU_MUL",
     [GT_OP_GELU_MUL] = "GELU_MUL",   [GT_OP_SCALE] = "SCALE",
+    [GT_OP_TOPK] = "TOPK",           [GT_OP_MOE_WEIGHTS] = "MOE_WEIGHTS",
+    [GT_OP_MUL_MAT_ID] = "MUL_MAT_ID", [GT_OP_MOE_SUM] = "MOE_SUM",
 };
 
 const char *gt_op_name(gt_op op)

@@ -10,7 +10,7 @@
  *            runs in order, so layer l+1 may overwrite what layer l wrote)
  *   logits   grown on demand: 1 row, or n_batch rows when all are asked for
  * The graph is rebuilt for every batch (a few hundred small structs) by the
- * architecture's builder (graph_llama.c, graph_gemma3.c). */
+ * architecture's builder (graph_llama.c, graph_gemma3.c, graph_qwen3moe.c). */
 #include "gt/session.h"
 
 #include "fault.h"
@@ -75,11 +75,14 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     /* Every op/type the graph needs, checked up front: an unsupported
      * combination is reported, never computed. */
     char why[256];
+    const bool moe = hp->arch_id == GT_ARCH_QWEN3MOE;
     const gt_layer_weights *l0 = &m->layers[0];
-    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, (l0->wq ? l0->wq : l0->wqkv)->type,
-                              m->layers[0].w_down->type};
+    const gt_gguf_tensor *wq = l0->wq ? l0->wq : l0->wqkv; /* phi3: fused QKV */
+    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, wq->type,
+                              moe ? l0->ffn_down_exps->type : l0->w_down->type,
+                              moe ? l0->ffn_gate_exps->type : wq->type};
     for (size_t i = 0; i < sizeof wtypes / sizeof wtypes[0]; i++) {
-        gt_op op = i == 0 ? GT_OP_GET_ROWS : GT_OP_MUL_MAT;
+        gt_op op = i == 0 ? GT_OP_GET_ROWS : moe && i >= 3 ? GT_OP_MUL_MAT_ID : GT_OP_MUL_MAT;
         if (!gt_backend_supports(b, op, wtypes[i], why, sizeof why)) {
             gt_err_set(err, "backend %s does not support %s on %s weights%s%s", b->info.backend,
                        gt_op_name(op), gt_type_name(wtypes[i]), why[0] ? ": " : "", why);
@@ -90,7 +93,9 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     for (gt_op op = GT_OP_RMS_NORM; op < GT_OP_COUNT; op++) {
         const bool used = op == GT_OP_SILU_MUL ? !gemma3
                         : op == GT_OP_GELU_MUL || op == GT_OP_SCALE ? gemma3
-                                                                    : op != GT_OP_MUL_MAT;
+                        : op == GT_OP_TOPK || op == GT_OP_MOE_WEIGHTS || op == GT_OP_MOE_SUM
+                            ? moe
+                            : op != GT_OP_MUL_MAT && op != GT_OP_MUL_MAT_ID;
         if (used && !gt_backend_supports(b, op, GT_TYPE_F32, why, sizeof why)) {
             gt_err_set(err, "backend %s does not support %s%s%s", b->info.backend, gt_op_name(op),
                        why[0] ? ": " : "", why);
@@ -130,7 +135,12 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         [A_TOKENS] = 1, [A_X] = hp->n_embd, [A_XB] = hp->n_embd,
         [A_Q] = (int64_t)hp->n_head * hp->head_dim, [A_K] = s->kv_dim, [A_V] = s->kv_dim,
         [A_ATT] = (int64_t)hp->n_head * hp->head_dim, [A_XB2] = hp->n_embd,
-        [A_HG] = hp->n_ff, [A_HU] = hp->n_ff};
+        [A_HG] = moe && hp->n_expert_used * hp->n_ff_exp > hp->n_ff
+                     ? hp->n_expert_used * hp->n_ff_exp : hp->n_ff,
+        [A_HU] = moe && hp->n_expert_used * hp->n_ff_exp > hp->n_ff
+                     ? hp->n_expert_used * hp->n_ff_exp : hp->n_ff,
+        [A_ROUTER] = hp->n_expert, [A_EIDS] = hp->n_expert_used, [A_EW] = hp->n_expert_used,
+        [A_EOUT] = (int64_t)hp->n_expert_used * hp->n_embd};
     size_t total = 0;
     for (int a = 0; a < A_COUNT; a++) {
         s->act_offset[a] = total;
@@ -311,6 +321,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
             gt_graph_gemma3(s, nb, pos, all_logits);
         else if (s->model->hp.arch_id == GT_ARCH_PHI3)
             gt_graph_phi3(s, nb, pos, all_logits);
+        else if (s->model->hp.arch_id == GT_ARCH_QWEN3MOE)
+            gt_graph_qwen3moe(s, nb, pos, all_logits);
         else
             gt_graph_llama(s, nb, pos, all_logits);
         gt_graph g = {s->nodes, s->n_nodes};

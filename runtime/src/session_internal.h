@@ -16,7 +16,10 @@
 #include "model_internal.h"
 
 /* Activation slots in the scratch buffer (one batch, reused by every layer). */
-enum { A_TOKENS, A_X, A_XB, A_Q, A_K, A_V, A_ATT, A_XB2, A_HG, A_HU, A_COUNT };
+enum { A_TOKENS, A_X, A_XB, A_Q, A_K, A_V, A_ATT, A_XB2, A_HG, A_HU,
+       /* mixture of experts: router logits, chosen ids, their weights, the
+        * k experts' outputs per token */
+       A_ROUTER, A_EIDS, A_EW, A_EOUT, A_COUNT };
 
 struct gt_session {
     const gt_model *model;
@@ -172,5 +175,6 @@ static inline int attn_window(const gt_session *s, int window)
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits);
 
 #endif

@@ -1,4 +1,4 @@
-/* synth.c: synthetic llama and phi3 models with seeded weights and a working
+/* synth.c: synthetic models (llama; phi3; qwen3moe) with seeded weights and a working
  * SentencePiece-style tokenizer (see gt/synth.h).
  *
  * Design choices:
@@ -35,23 +35,37 @@
 
 static const gt_synth_shape PRESETS[] = {
     /* name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx */
-    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0},
+    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0, 0},
     /* SmolLM2-135M's shape; its real context is 8192, 2048 keeps the KV
      * cache of a default session small. */
-    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true, NULL, 0},
+    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true, NULL, 0, 0, 0, 0, 0},
     /* stories260K's shape (ff 172 is not a multiple of the 32-wide quant
      * blocks, as in the real one): the tests' stand-in when ../shared is
      * absent. */
-    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0},
+    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0, 0},
+    /* qwen3moe (a mixture of experts): heads wider than n_embd / n_head as in
+     * Qwen3, 8 experts of which 2 run per token; fast on the reference. */
+    {"qwen3moe-tiny", 64, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false, .arch = "qwen3moe",
+     .head_dim = 32, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 32},
+    /* Qwen3-30B-A3B's shape with 2 of its 48 layers: ~1.9 G parameters
+     * (7.5 GB in f32, 2 GB in q8_0), so for the nightly matrix, not CI. Its
+     * real context is 40960. */
+    {"qwen3moe-a3b", 2048, 2, 32, 4, 6144, 151936, 4096, 1000000.0f, 1e-6f, false,
+     .arch = "qwen3moe", .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
     /* Llama 3 with rope_freqs: the rule at a tiny original context (64), so
      * the factors (1 .. 32) change a short prompt's logits. */
-    {"llama3-tiny", 128, 2, 8, 2, 320, 512, 256, 500000.0f, 1e-5f, false, "llama", 64},
+    {"llama3-tiny", 128, 2, 8, 2, 320, 512, 256, 500000.0f, 1e-5f, false, .arch = "llama",
+     .rope_orig_ctx = 64},
     /* Llama 3.2 1B's shape (2 of its 16 layers; its context is 131072). */
-    {"llama3.2-1b", 2048, 2, 32, 8, 8192, 128256, 2048, 500000.0f, 1e-5f, true, "llama", 8192},
-    /* Phi-3 with long/short factors: sessions over 64 positions use the long. */
-    {"phi3-tiny", 128, 2, 4, 2, 256, 512, 256, 10000.0f, 1e-5f, false, "phi3", 64},
+    {"llama3.2-1b", 2048, 2, 32, 8, 8192, 128256, 2048, 500000.0f, 1e-5f, true, .arch = "llama",
+     .rope_orig_ctx = 8192},
+    /* Phi-3 with long/short factors (original context 64: llama.cpp, which
+     * rounds a context up to 256, always picks the long ones). */
+    {"phi3-tiny", 128, 2, 4, 2, 256, 512, 256, 10000.0f, 1e-5f, false, .arch = "phi3",
+     .rope_orig_ctx = 64},
     /* Phi-3-mini-128k's shape (2 of its 32 layers; context 131072, original 4096). */
-    {"phi3-mini", 3072, 2, 32, 32, 8192, 32064, 131072, 10000.0f, 1e-5f, false, "phi3", 4096},
+    {"phi3-mini", 3072, 2, 32, 32, 8192, 32064, 131072, 10000.0f, 1e-5f, false, .arch = "phi3",
+     .rope_orig_ctx = 4096},
 };
 #define N_PRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
@@ -313,28 +327,63 @@ static int add_norm(synth *s, const char *name, int64_t n)
     return 0;
 }
 
-/* A [rows x cols] matrix (ne[0] = cols) of normal(0, std) in the model's type. */
-static int add_matrix(synth *s, const char *name, int64_t cols, int64_t rows, double std)
+/* planes of a [rows x cols] matrix (ne[0] = cols; planes 1: a 2-D matrix)
+ * of normal(0, std) in the model's type. */
+static int add_tensor(synth *s, const char *name, int64_t cols, int64_t rows, int64_t planes,
+                      double std)
 {
     size_t row_bytes = gt_row_size(s->type, cols);
     if (row_bytes == 0)
         return gt_err_set(s->err, "tensor %s: row length %lld is not a multiple of %s's block",
                           name, (long long)cols, gt_type_name(s->type));
-    size_t nbytes = row_bytes * (size_t)rows;
+    size_t nbytes = row_bytes * (size_t)rows * (size_t)planes;
     uint8_t *data = malloc(nbytes);
     if (!data || keep(s, data) != 0)
         return gt_err_set(s->err, "out of memory for tensor %s (%zu bytes)", name, nbytes);
     const float scale = normal_scale(std);
     uint64_t st = s->seed ^ fnv1a(name);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows * planes; r++) {
         float *x = s->type == GT_TYPE_F32 ? (float *)(data + (size_t)r * row_bytes) : s->row;
         for (int64_t c = 0; c < cols; c++)
             x[c] = centered_sum(&st) * scale;
         if (s->type != GT_TYPE_F32)
             gt_quantize_row(s->type, x, data + (size_t)r * row_bytes, cols);
     }
-    const int64_t ne[2] = {cols, rows};
-    gt_gguf_writer_add_tensor(s->w, name, s->type, 2, ne, data, nbytes);
+    const int64_t ne[3] = {cols, rows, planes};
+    gt_gguf_writer_add_tensor(s->w, name, s->type, planes > 1 ? 3 : 2, ne, data, nbytes);
+    return 0;
+}
+
+static int add_matrix(synth *s, const char *name, int64_t cols, int64_t rows, double std)
+{
+    return add_tensor(s, name, cols, rows, 1, std);
+}
+
+/* qwen3moe's layer l: Qwen 3 attention (per-head q/k norms) and experts. */
+static int add_moe_layer(synth *s, const gt_synth_shape *m, int l)
+{
+    const int64_t E = m->n_embd, HD = m->head_dim, QD = (int64_t)m->n_head * HD;
+    const int64_t KV = (int64_t)m->n_head_kv * HD, X = m->n_expert, F = m->n_ff_exp;
+    const double sE = 0.5 / sqrt((double)E), sQ = 0.5 / sqrt((double)QD),
+                 sF = 0.5 / sqrt((double)F);
+    char n[64];
+#define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix), n)
+    if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, QD, sE) ||
+        add_matrix(s, NAME("attn_k"), E, KV, sE) || add_matrix(s, NAME("attn_v"), E, KV, sE) ||
+        add_matrix(s, NAME("attn_output"), QD, E, sQ) || add_norm(s, NAME("attn_q_norm"), HD) ||
+        add_norm(s, NAME("attn_k_norm"), HD) || add_norm(s, NAME("ffn_norm"), E))
+        return -1;
+    /* The router stays f32 in every type, as llama-quantize leaves it; its
+     * logits get a spread of ~2 so that the top-k is rarely a near-tie. */
+    const gt_type type = s->type;
+    s->type = GT_TYPE_F32;
+    int rc = add_matrix(s, NAME("ffn_gate_inp"), E, X, 2.0 / sqrt((double)E));
+    s->type = type;
+    if (rc || add_tensor(s, NAME("ffn_gate_exps"), E, F, X, sE) ||
+        add_tensor(s, NAME("ffn_up_exps"), E, F, X, sE) ||
+        add_tensor(s, NAME("ffn_down_exps"), F, E, X, sF))
+        return -1;
+#undef NAME
     return 0;
 }
 
@@ -396,6 +445,11 @@ static int add_weights(synth *s, const gt_synth_shape *m)
     if (add_matrix(s, "token_embd.weight", E, V, sE) || add_rope_factors(s, m))
         return -1;
     for (int l = 0; l < m->n_layer; l++) {
+        if (m->n_expert > 0) {
+            if (add_moe_layer(s, m, l))
+                return -1;
+            continue;
+        }
         char n[64];
 #define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix), n)
         if (is_phi3(m)) { /* fused: Q, K, V rows stacked; gate rows then up rows */
@@ -446,6 +500,7 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
     char name[64], k[96];
     const char *arch = m->arch ? m->arch : "llama";
     snprintf(name, sizeof name, "synth-%s", m->name);
+    const int head_dim = m->head_dim ? m->head_dim : m->n_embd / m->n_head;
 #define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
     gt_gguf_writer_set_str(w, "general.architecture", arch);
     gt_gguf_writer_set_str(w, "general.name", name);
@@ -459,9 +514,16 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
     gt_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)m->n_ff);
     gt_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)m->n_head);
     gt_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)m->n_head_kv);
-    gt_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(m->n_embd / m->n_head));
+    gt_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
     gt_gguf_writer_set_f32(w, KEY("rope.freq_base"), m->rope_base);
     gt_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->rms_eps);
+    if (m->n_expert > 0) {
+        gt_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+        gt_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+        gt_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)m->n_expert);
+        gt_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)m->n_expert_used);
+        gt_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)m->n_ff_exp);
+    }
     if (is_phi3(m) && m->rope_orig_ctx > 0) { /* as llama.cpp's converter writes LongRoPE */
         const double scale = (double)m->n_ctx / m->rope_orig_ctx;
         gt_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
@@ -509,7 +571,8 @@ int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type 
         return -1; /* build_vocab has freed v */
     }
     s.w = gt_gguf_writer_new();
-    s.row = malloc((size_t)(m->n_ff > m->n_embd ? m->n_ff : m->n_embd) * sizeof *s.row);
+    s.row = malloc((size_t)(m->n_ff > m->n_embd ? m->n_ff : m->n_embd) * sizeof *s.row +
+                   (size_t)(m->n_head * m->head_dim) * sizeof *s.row); /* a qwen3moe q row */
     if (!s.w || !s.row) {
         gt_err_set(err, "out of memory");
         goto done;

@@ -1,13 +1,16 @@
-/* tokenizer.c: the tokenizer's public face: encoding entry point, decoding.
- * Building one from GGUF metadata is tokenizer_load.c; the merge loop is
- * tokenizer_encode.c, the GPT-2 pre-tokenizer tokenizer_pretok.c and the
- * hash lookups that load and encode share tokenizer_vocab.c. Calls run one
- * way: this file -> load, encode, pretok -> vocab.
+/* tokenizer.c: the tokenizer's public face: encoding entry point (the split
+ * of the text at special tokens, by parse mode), decoding. Building one from
+ * GGUF metadata is tokenizer_load.c, which special tokens and when is
+ * tokenizer_special.c; the merge loop is tokenizer_encode.c, the GPT-2-style
+ * pre-tokenizers tokenizer_pretok.c and the hash lookups and byte mapping
+ * that load and encode share tokenizer_vocab.c. Calls run one way: this
+ * file -> load -> special; this file -> encode -> pretok; all -> vocab.
  *
  * What each token decodes to is precomputed at load, so streaming decode is
  * a memcpy. */
 #include "gt/tokenizer.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,37 +18,6 @@
 
 /* Keeps every count in an int: llama may emit three byte tokens per byte. */
 #define MAX_TEXT ((size_t)1 << 28)
-
-/* ---- GPT-2 byte <-> code point mapping ---------------------------------- */
-
-/* Printable Latin-1 bytes stand for themselves; the other 68 (0x00-0x20,
- * 0x7F-0xA0, 0xAD) are numbered from U+0100 up, in byte order. */
-static bool byte_is_printable(unsigned b)
-{
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
-uint32_t gt_tok_byte_to_cp(unsigned b)
-{
-    if (byte_is_printable(b))
-        return b;
-    if (b <= 0x20)
-        return 0x100 + b;
-    if (b >= 0x7F && b <= 0xA0)
-        return 0x121 + (b - 0x7F);
-    return 0x143; /* 0xAD, soft hyphen */
-}
-
-int gt_tok_cp_to_byte(uint32_t cp)
-{
-    if (cp < 0x100)
-        return byte_is_printable(cp) ? (int)cp : -1;
-    if (cp <= 0x120)
-        return (int)(cp - 0x100);
-    if (cp <= 0x142)
-        return (int)(0x7F + cp - 0x121);
-    return cp == 0x143 ? 0xAD : -1;
-}
 
 void gt_tokenizer_free(gt_tokenizer *t)
 {
@@ -62,7 +34,8 @@ void gt_tokenizer_free(gt_tokenizer *t)
     free(t->map);
     free(t->merges);
     free(t->pairs);
-    free(t->user_ids);
+    free(t->special_ids);
+    free(t->sattr);
     free(t);
 }
 
@@ -110,19 +83,30 @@ static int frag_push(tok_frag **v, size_t *n, size_t *cap, tok_frag f)
     return 0;
 }
 
-/* llama.cpp's partition of the text by user-defined tokens: for each token,
+/* Pushes the raw fragment [off, off + len) when it is not empty. */
+static int push_raw(tok_frag **v, size_t *n, size_t *cap, size_t off, size_t len)
+{
+    return len > 0 ? frag_push(v, n, cap, (tok_frag){off, len, -1}) : 0;
+}
+
+/* llama.cpp's partition of the text by special tokens: for each token,
  * longest first, every raw fragment is cut at each of its occurrences (left
- * to right); then the raw fragments are encoded in order. */
-static int encode_partitioned(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,
-                              gt_err *err)
+ * to right), whitespace beside it dropped where the token strips; then the
+ * raw fragments are encoded in order. CONTROL and UNKNOWN tokens take part
+ * only with parse_special. */
+static int encode_partitioned(const gt_tokenizer *t, const char *text, size_t len,
+                              bool parse_special, gt_tok_out *o, gt_err *err)
 {
     tok_frag *v = NULL, *w = NULL;
     size_t n = 0, cap = 0, wn = 0, wcap = 0;
     int rc = -1;
     if (frag_push(&v, &n, &cap, (tok_frag){0, len, -1}) != 0)
         goto oom;
-    for (int32_t u = 0; u < t->n_user; u++) {
-        const int32_t id = t->user_ids[u];
+    for (int32_t u = 0; u < t->n_special; u++) {
+        const int32_t id = t->special_ids[u];
+        const uint8_t sa = t->sattr[id];
+        if ((sa & GT_SA_PARSE) && !parse_special)
+            continue;
         const char *piece = gt_tok_piece_at(t, id);
         const size_t pl = t->piece_len[id];
         wn = 0;
@@ -133,12 +117,17 @@ static int encode_partitioned(const gt_tokenizer *t, const char *text, size_t le
                 if (!hit)
                     break;
                 const size_t at = (size_t)(hit - text);
-                if (at > f.off && frag_push(&w, &wn, &wcap, (tok_frag){f.off, at - f.off, -1}))
-                    goto oom;
-                if (frag_push(&w, &wn, &wcap, (tok_frag){at, pl, id}))
+                size_t left = at - f.off;
+                while ((sa & GT_SA_LSTRIP) && left > 0 &&
+                       isspace((unsigned char)text[f.off + left - 1]))
+                    left--;
+                if (push_raw(&w, &wn, &wcap, f.off, left) ||
+                    frag_push(&w, &wn, &wcap, (tok_frag){at, pl, id}))
                     goto oom;
                 f.len -= at + pl - f.off;
                 f.off = at + pl;
+                while ((sa & GT_SA_RSTRIP) && f.len > 0 && isspace((unsigned char)text[f.off]))
+                    f.off++, f.len--;
             }
             if ((f.id >= 0 || f.len > 0) && frag_push(&w, &wn, &wcap, f))
                 goto oom;
@@ -173,8 +162,8 @@ done:
     return rc;
 }
 
-int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
-                int32_t *out, int max, gt_err *err)
+int gt_tokenize_special(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
+                        bool parse_special, int32_t *out, int max, gt_err *err)
 {
     if (!t)
         return gt_err_set(err, "gt_tokenize: no tokenizer");
@@ -188,9 +177,25 @@ int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bo
     gt_tok_out o = {out, max, 0};
     if (add_bos && t->bos >= 0)
         gt_tok_emit(&o, t->bos);
-    if (len > 0 && encode_partitioned(t, text, len, &o, err) != 0)
+    if (len > 0 && encode_partitioned(t, text, len, parse_special, &o, err) != 0)
         return -1;
     return o.n;
+}
+
+int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
+                int32_t *out, int max, gt_err *err)
+{
+    return gt_tokenize_special(t, text, len, add_bos, false, out, max, err);
+}
+
+bool gt_token_is_special(const gt_tokenizer *t, int32_t id)
+{
+    return t && id >= 0 && id < t->n_vocab && (t->sattr[id] & GT_SA_PARSE);
+}
+
+bool gt_token_strips_right(const gt_tokenizer *t, int32_t id)
+{
+    return t && id >= 0 && id < t->n_vocab && (t->sattr[id] & GT_SA_RSTRIP);
 }
 
 const char *gt_token_piece(const gt_tokenizer *t, int32_t id)

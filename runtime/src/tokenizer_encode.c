@@ -236,9 +236,32 @@ int gt_tok_encode_spm(const gt_tokenizer *t, const char *text, size_t len, bool 
     return rc;
 }
 
+/* ignore_merges: the id of the pre-token as one whole token, or -1. Its
+ * bytes are written as the vocabulary writes them (GPT-2's mapping, at most
+ * 2 UTF-8 bytes each) and looked up. */
+static int32_t whole_word(const tok_work *w, size_t begin, size_t end)
+{
+    char buf[512];
+    size_t k = 0;
+    for (size_t i = begin; i < end; i++) {
+        if (k + 4 > sizeof buf || k > w->t->max_piece_len)
+            return -1;
+        k += gt_utf8_encode(gt_tok_byte_to_cp((unsigned char)w->text[i]), buf + k);
+    }
+    return gt_tok_find(w->t, buf, k);
+}
+
 static int bpe_word(void *ctx, size_t begin, size_t end)
 {
-    return merge_run(ctx, begin, end);
+    tok_work *w = ctx;
+    if (w->t->ignore_merges) {
+        int32_t id = whole_word(w, begin, end);
+        if (id >= 0) {
+            gt_tok_emit(w->out, id);
+            return 0;
+        }
+    }
+    return merge_run(w, begin, end);
 }
 
 int gt_tok_encode_bpe(const gt_tokenizer *t, const char *text, size_t len, gt_tok_out *o,

@@ -28,7 +28,18 @@ enum {
 typedef enum gt_tok_pre {
     GT_PRE_GPT2,   /* the GPT-2 regex alone */
     GT_PRE_SMOLLM, /* \p{N} split off one by one first, then the GPT-2 regex */
+    GT_PRE_LLAMA3, /* Llama 3's regex: digits in runs of up to three */
+    GT_PRE_QWEN2,  /* Llama 3's regex with digits one by one */
 } gt_tok_pre;
+
+/* How a token takes part in the split of raw text by special tokens
+ * (bits of gt_tokenizer.sattr). */
+enum {
+    GT_SA_SPECIAL = 1, /* cut out of raw text before encoding */
+    GT_SA_PARSE = 2,   /* ... only when the caller asks (parse_special) */
+    GT_SA_LSTRIP = 4,  /* whitespace before it is dropped */
+    GT_SA_RSTRIP = 8,  /* whitespace after it is dropped */
+};
 
 /* One merge rule, keyed by the ids of its two halves. */
 typedef struct gt_tok_merge {
@@ -44,6 +55,7 @@ struct gt_tokenizer {
     int32_t bos, eos, unk; /* -1 when none */
     bool add_bos;
     bool add_space_prefix; /* llama only */
+    bool ignore_merges;    /* gpt2: a pre-token that is a whole token is emitted as is */
 
     /* Pieces as stored, NUL-terminated, in one arena (the GGUF may be
      * closed once the tokenizer is built). */
@@ -79,12 +91,19 @@ struct gt_tokenizer {
     int32_t byte_sym[256];
     int32_t byte_fallback[256];
 
-    /* USER_DEFINED tokens ("\n", "  ", "\t" in Gemma's vocabulary), longest
-     * piece first: as llama.cpp does, the raw text is cut at their
-     * occurrences before any encoder runs, and each becomes its own token. */
-    int32_t *user_ids;
-    int32_t n_user;
+    /* Special tokens (tokenizer_special.c), longest piece first: as
+     * llama.cpp does, the raw text is cut at their occurrences before any
+     * encoder runs, and each becomes its own token. USER_DEFINED ones
+     * ("\n", "  ", "<s>" in Gemma's vocabulary) always are; CONTROL and
+     * UNKNOWN ones only with parse_special. */
+    int32_t *special_ids;
+    int32_t n_special;
+    uint8_t *sattr; /* (n_vocab) GT_SA_* bits */
 };
+
+/* Builds special_ids and sattr from the token types, llama.cpp's overrides
+ * by piece text and its per-model strip flags (tokenizer_special.c). */
+int gt_tok_special_init(gt_tokenizer *t, const gt_gguf *g, gt_err *err);
 
 /* Where encoded ids go: at most max are stored, n counts them all. */
 typedef struct gt_tok_out {

@@ -184,39 +184,6 @@ static int load_pieces(gt_tokenizer *t, const gt_gguf *g, int64_t ki, gt_err *er
     return 0;
 }
 
-/* t->user_ids: the USER_DEFINED tokens with a piece, longest first (ties by
- * id, so the order does not depend on the sort). Sorted as one key each,
- * (longest first) << 32 | id, so the sort needs no shared state. */
-static int u64_cmp(const void *pa, const void *pb)
-{
-    const uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
-    return (a > b) - (a < b);
-}
-
-static int collect_user_tokens(gt_tokenizer *t, gt_err *err)
-{
-    int32_t n = 0;
-    for (int32_t id = 0; id < t->n_vocab; id++)
-        n += t->types[id] == GT_TT_USER_DEFINED && t->piece_len[id] > 0;
-    t->n_user = 0;
-    if (n == 0)
-        return 0;
-    t->user_ids = malloc((size_t)n * sizeof *t->user_ids);
-    uint64_t *keys = malloc((size_t)n * sizeof *keys);
-    if (!t->user_ids || !keys) {
-        free(keys);
-        return gt_err_set(err, "out of memory for %d user-defined tokens", (int)n);
-    }
-    for (int32_t id = 0; id < t->n_vocab; id++)
-        if (t->types[id] == GT_TT_USER_DEFINED && t->piece_len[id] > 0)
-            keys[t->n_user++] = (uint64_t)(UINT32_MAX - t->piece_len[id]) << 32 | (uint32_t)id;
-    qsort(keys, (size_t)t->n_user, sizeof *keys, u64_cmp);
-    for (int32_t i = 0; i < t->n_user; i++)
-        t->user_ids[i] = (int32_t)(keys[i] & UINT32_MAX);
-    free(keys);
-    return 0;
-}
-
 static int load_types_scores(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
 {
     uint64_t n = (uint64_t)t->n_vocab;
@@ -523,6 +490,13 @@ static int load(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
         static const char *const gpt2_like[] = {"gpt-2", "gpt2", "mpt", "olmo", "jais", NULL};
         static const char *const smollm_like[] = {"smollm", "starcoder", "refact", "command-r",
                                                   "codeshell", "exaone", "minerva", NULL};
+        /* llama.cpp also emits a pre-token that is itself a token whole
+         * (ignore_merges) for the llama3 family. */
+        static const char *const llama3_like[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
+                                                  "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                                                  "jina-v5-nano", NULL};
+        static const char *const qwen2_like[] = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2",
+                                                 "megrez", NULL};
         bool ok = !pre || !pre[0];
         for (int i = 0; !ok && gpt2_like[i]; i++)
             ok = strcmp(pre, gpt2_like[i]) == 0;
@@ -530,9 +504,18 @@ static int load(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
             if (strcmp(pre, smollm_like[i]) == 0)
                 ok = true, t->pre = GT_PRE_SMOLLM;
         }
+        for (int i = 0; !ok && llama3_like[i]; i++) {
+            if (strcmp(pre, llama3_like[i]) == 0)
+                ok = true, t->pre = GT_PRE_LLAMA3, t->ignore_merges = true;
+        }
+        for (int i = 0; !ok && qwen2_like[i]; i++) {
+            if (strcmp(pre, qwen2_like[i]) == 0)
+                ok = true, t->pre = GT_PRE_QWEN2;
+        }
         if (!ok)
             return gt_err_set(err, "unsupported " KEY_PREFIX "pre '%s' for gpt2 (supported: "
-                              "gpt-2, smollm and the pre-tokenizers identical to them)", pre);
+                              "gpt-2, smollm, llama-bpe, qwen2 and the pre-tokenizers identical "
+                              "to them)", pre);
     }
 
     uint64_t n = 0;
@@ -559,13 +542,14 @@ static int load(gt_tokenizer *t, const gt_gguf *g, gt_err *err)
         if (t->unk >= 0)
             t->types[t->unk] = GT_TT_UNKNOWN;
     }
-    if (flag(g, KEY_PREFIX "add_bos_token", llama, &t->add_bos, err) ||
+    if (flag(g, KEY_PREFIX "add_bos_token", llama || t->pre == GT_PRE_LLAMA3, &t->add_bos,
+             err) ||
         flag(g, KEY_PREFIX "add_space_prefix", true, &t->add_space_prefix, err))
         return -1;
     if (!llama)
         t->add_space_prefix = false;
 
-    if (build_map(t, err) || (llama && build_pairs(t, err)) || collect_user_tokens(t, err))
+    if (build_map(t, err) || (llama && build_pairs(t, err)) || gt_tok_special_init(t, g, err))
         return -1;
     build_byte_tables(t);
     if (!llama && load_merges(t, g, err))

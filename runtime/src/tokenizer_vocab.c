@@ -3,7 +3,9 @@
  * They are hash tables built once at load (open addressing, linear probing,
  * at most half full): piece text -> id, for gpt2 (left id, right id) ->
  * (rank, id) for the merges, and for llama the set of character pairs that
- * occur inside pieces. Encoding never scans the vocabulary. */
+ * occur inside pieces. Encoding never scans the vocabulary. And GPT-2's
+ * byte <-> code point mapping, which loading (byte tables, decoding) and
+ * encoding (ignore_merges' whole-word lookup) both use. */
 #include <string.h>
 
 #include "tokenizer_impl.h"
@@ -48,4 +50,35 @@ bool gt_tok_pair_joinable(const gt_tokenizer *t, uint32_t a, uint32_t b)
         if (t->pairs[h] == UINT64_MAX)
             return false;
     }
+}
+
+/* ---- GPT-2 byte <-> code point mapping ---------------------------------- */
+
+/* Printable Latin-1 bytes stand for themselves; the other 68 (0x00-0x20,
+ * 0x7F-0xA0, 0xAD) are numbered from U+0100 up, in byte order. */
+static bool byte_is_printable(unsigned b)
+{
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t gt_tok_byte_to_cp(unsigned b)
+{
+    if (byte_is_printable(b))
+        return b;
+    if (b <= 0x20)
+        return 0x100 + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 0x121 + (b - 0x7F);
+    return 0x143; /* 0xAD, soft hyphen */
+}
+
+int gt_tok_cp_to_byte(uint32_t cp)
+{
+    if (cp < 0x100)
+        return byte_is_printable(cp) ? (int)cp : -1;
+    if (cp <= 0x120)
+        return (int)(cp - 0x100);
+    if (cp <= 0x142)
+        return (int)(0x7F + cp - 0x121);
+    return cp == 0x143 ? 0xAD : -1;
 }

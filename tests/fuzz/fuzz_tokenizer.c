@@ -10,6 +10,7 @@
  *     vocabulary has no token for is dropped (GPT-2 has all 256);
  *   - concatenating gt_token_to_bytes gives the same bytes, but for the
  *     prefix space SentencePiece adds and only gt_detokenize removes.
+ * With parse_special (template markup) only the count and range hold.
  * The vocabularies load once, lazily, so the same file serves libFuzzer and
  * the plain replay driver; missing models exit 77 (CTest's skip). */
 #include <stdint.h>
@@ -120,6 +121,26 @@ static void check(const gt_tokenizer *t, const uint8_t *data, size_t size, bool 
     free(ids);
 }
 
+/* parse_special true: control tokens' text becomes those tokens, which
+ * decode to nothing, so only the count and the ids' range are checked. */
+static void check_special(const gt_tokenizer *t, const uint8_t *data, size_t size)
+{
+    gt_err err;
+    int32_t small[4];
+    int n = gt_tokenize_special(t, (const char *)data, size, false, true, small, 4, &err);
+    if (n < 0)
+        __builtin_trap();
+    int32_t *ids = malloc(sizeof *ids * (size_t)(n + 1));
+    if (!ids)
+        return;
+    if (gt_tokenize_special(t, (const char *)data, size, false, true, ids, n + 1, &err) != n)
+        __builtin_trap();
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= gt_tokenizer_n_vocab(t))
+            __builtin_trap();
+    free(ids);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* BPE merging is quadratic in a word's length; long inputs only slow
@@ -130,6 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < N_VOCABS; i++) {
         check(vocabs[i].t, data, size, false);
         check(vocabs[i].t, data, size, true);
+        check_special(vocabs[i].t, data, size);
     }
     return 0;
 }

@@ -46,6 +46,27 @@
  *   GELU_MUL  t = gelu(a) * b, gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  *             (the tanh form Gemma is trained with)  same shapes
  *   SCALE     t = a * fparams[0]                   (Gemma's embedding scale)
+ * Mixture-of-experts ops (qwen3moe). n_exp = experts, k = experts used per
+ * token; an expert weight is a 3-D GGUF tensor seen as n_exp * n_out rows
+ * (expert e's rows are e*n_out .. e*n_out + n_out - 1):
+ *   TOPK      t = I32 [n_tok rows of k]: the indices of a's k largest values
+ *             in row i, largest first; equal values: the lower index first.
+ *             a = F32 router logits [n_tok rows of n_exp]; k = t->ne[0].
+ *   MOE_WEIGHTS  t = F32 [n_tok rows of k]: p = softmax(a[i,:]) (max
+ *             subtracted, exp, divided by the sum over all n_exp);
+ *             t[i,s] = p[b[i,s]]; with iparams[0] = 1 each row is then
+ *             divided by max(sum over s of t[i,s], 6.103515625e-5) (llama.cpp's
+ *             norm_w). a = router logits, b = TOPK's ids.
+ *   MUL_MAT_ID t[i*k+s, j] = sum_c a[c_e*n_out + j, c] * b[r, c] with
+ *             e = c[i,s] (the expert), r = i when iparams[1] = 0 (one input
+ *             row per token, shared by its k slots) or r = i*k+s when
+ *             iparams[1] = 1 (one input row per slot); iparams[0] = n_out.
+ *             a: expert weights [n_exp*n_out rows of K] (any weight type),
+ *             b: F32, c: I32 ids [n_tok rows of k]
+ *             ->  t: F32 [n_tok*k rows of n_out]
+ *   MOE_SUM   t[i,:] = sum over s = 0..k-1 in order of b[i,s] * a[i*k+s, :]
+ *             a = F32 [n_tok*k rows of n], b = F32 weights [n_tok rows of k]
+ *             ->  t: F32 [n_tok rows of n]
  * In-place nodes (t shares a's storage) are allowed for ADD, MUL, RMS_NORM,
  * ROPE, SILU_MUL, GELU_MUL and SCALE; backends must handle that. A backend
  * says which ops it computes in supports(); a session checks every op its
@@ -73,6 +94,10 @@ typedef enum gt_op {
     GT_OP_SILU_MUL,
     GT_OP_GELU_MUL,
     GT_OP_SCALE,
+    GT_OP_TOPK,
+    GT_OP_MOE_WEIGHTS,
+    GT_OP_MUL_MAT_ID,
+    GT_OP_MOE_SUM,
     GT_OP_COUNT
 } gt_op;
 

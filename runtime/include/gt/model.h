@@ -18,6 +18,7 @@ typedef enum gt_arch {
     GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
     GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
     GT_ARCH_PHI3,   /* llama with fused QKV and gate/up, NeoX RoPE, long/short RoPE factors */
+    GT_ARCH_QWEN3MOE, /* llama attention + QK-norm, NeoX RoPE; FFN = softmax-routed experts */
 } gt_arch;
 
 typedef struct gt_hparams {
@@ -46,6 +47,11 @@ typedef struct gt_hparams {
     float rope_freq_scale; /* rope.scaling linear: 1/factor (1: none) */
     float rope_attn_factor; /* cos/sin magnitude (phi3 long-rope; 1: none) */
     int n_ctx_orig;    /* rope.scaling.original_context_length (phi3: long factors past it) */
+    /* mixture of experts (qwen3moe; 0 otherwise) */
+    int n_expert;      /* experts per layer */
+    int n_expert_used; /* experts each token runs (top-k of the router) */
+    int n_ff_exp;      /* one expert's feed-forward width */
+    bool expert_norm;  /* the k router weights are renormalized to sum to 1 */
     /* Hyper-parameters the file has no key for, taken from the architecture's
      * published defaults ("key=value, ..."; empty when none). */
     char defaulted[256];
@@ -72,11 +78,13 @@ const gt_hparams *gt_model_hparams(const gt_model *m);
 const gt_tokenizer *gt_model_tokenizer(const gt_model *m);
 const gt_gguf *gt_model_gguf(const gt_model *m);
 /* Bytes of weights read for one decoded token (all matrices once, plus one
- * embedding row): what "effective bandwidth" in benchmarks is based on. */
+ * embedding row; of a mixture of experts, the router and k experts): what
+ * "effective bandwidth" in benchmarks is based on. */
 uint64_t gt_model_weight_bytes_per_token(const gt_model *m);
 /* The weight type of the largest matrices (what "Q8_0 model" means). */
 gt_type gt_model_main_type(const gt_model *m);
-/* Number of parameters in the 2-D weight matrices (for FLOP counts). */
+/* Number of parameters in the weight matrices one token multiplies (for
+ * FLOP counts; a mixture of experts counts its router and k experts). */
 uint64_t gt_model_matrix_params(const gt_model *m);
 
 #endif

@@ -70,7 +70,9 @@ uint64_t gt_session_device_bytes(const gt_session *s);
  * Graph nodes carry stable names: "inp_embd", "blk.L.<what>" inside layer L
  * (attn_norm, q, k, v, q_rope, k_rope, kqv, attn_out, attn_res, ffn_norm,
  * ffn_gate, ffn_up, ffn_act, ffn_out, ffn_res, and Gemma 3's q_norm,
- * k_norm, attn_post_norm, ffn_post_norm), "result_norm", "logits". An RMS
+ * k_norm, attn_post_norm, ffn_post_norm; qwen3moe's q_norm, k_norm,
+ * ffn_moe_logits, ffn_moe_topk, ffn_moe_weights, ffn_moe_gate, ffn_moe_up,
+ * ffn_moe_act, ffn_moe_down, ffn_moe_out), "result_norm", "logits". An RMS
  * norm's own node is "<what>_rms"; it and the MUL by its weight that
  * follows form one segment, since backends may fuse the two (nothing can
  * read the norm between them there).

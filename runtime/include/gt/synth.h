@@ -1,4 +1,4 @@
-/* synth.h: synthetic models (llama, phi3), written as GGUF.
+/* synth.h: synthetic models (llama; phi3; qwen3moe), written as GGUF.
  *
  * A synthetic model has a real model's shape, metadata and tokenizer but
  * seeded random weights, so tests and CI have artifacts of any size and any
@@ -20,7 +20,10 @@ typedef struct gt_synth_shape {
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_base, rms_eps;
     bool tied_output; /* no output.weight: token_embd doubles as the output */
-    const char *arch;
+    const char *arch; /* general.architecture; NULL means "llama" */
+    /* qwen3moe: head width (0: n_embd / n_head), experts per layer, experts
+     * used per token, one expert's feed-forward width */
+    int head_dim, n_expert, n_expert_used, n_ff_exp;
     /* RoPE factors' original context (0: none). llama: rope_freqs.weight by
      * Llama 3's rule (factor 32, low 1, high 4, this as the original
      * context); phi3: rope_factors_long/short and the LongRoPE attn_factor,
@@ -34,8 +37,9 @@ const gt_synth_shape *gt_synth_preset(const char *name);
 const gt_synth_shape *gt_synth_preset_at(int i);
 
 /* Writes the model to path (atomically, through the GGUF writer). type is
- * the type of every 2-D weight matrix (f32, f16, bf16, q8_0, q4_0, q4_1);
- * norm weights are always f32. The preset and seed are recorded as
+ * the type of every 2-D weight matrix and 3-D expert tensor (f32, f16,
+ * bf16, q8_0, q4_0, q4_1); norm weights and a MoE router (ffn_gate_inp,
+ * which llama-quantize never quantizes) are always f32. The preset and seed are recorded as
  * "gauntlet.synth.preset" (string) and "gauntlet.synth.seed" (uint64). */
 int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type type,
                    gt_err *err);

@@ -6,7 +6,12 @@
  *            by best score, and bytes with no piece fall back to <0xNN> tokens.
  *   "gpt2":  byte-level BPE with tokenizer.ggml.merges and the pre-tokenizer
  *            named by tokenizer.ggml.pre (gpt2 default; smollm splits digits).
- * Special tokens (token_type CONTROL) are never produced from plain text.
+ * Parse modes, as llama.cpp's parse_special: before encoding, the text is
+ * cut at special tokens, longest first. USER_DEFINED tokens are always cut
+ * out; CONTROL and UNKNOWN ones (and tokens llama.cpp makes CONTROL by
+ * name, such as "</s>" or "<end_of_turn>") only when parse_special is
+ * true. Prompt text uses false, so "<|im_end|>" typed by a user stays text;
+ * only a chat template's own markup uses true.
  * A byte the vocabulary has no token for (no byte piece, and no usable
  * unknown token) is dropped, as llama.cpp does. */
 #ifndef GT_TOKENIZER_H
@@ -39,6 +44,16 @@ bool gt_tokenizer_adds_bos(const gt_tokenizer *t);
  * add_bos is true and the vocabulary has one. */
 int gt_tokenize(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
                 int32_t *out, int max, gt_err *err);
+/* The same with the parse mode explicit: gt_tokenize is parse_special false. */
+int gt_tokenize_special(const gt_tokenizer *t, const char *text, size_t len, bool add_bos,
+                        bool parse_special, int32_t *out, int max, gt_err *err);
+
+/* Whether id is a special token that only parse_special turns text into
+ * (CONTROL, UNKNOWN, or made CONTROL by name). */
+bool gt_token_is_special(const gt_tokenizer *t, int32_t id);
+/* Whether whitespace after id is dropped when text is split at it
+ * (llama.cpp's rstrip: Phi-3's special tokens). */
+bool gt_token_strips_right(const gt_tokenizer *t, int32_t id);
 
 /* The vocabulary's piece for id, as stored (e.g. "\xe2\x96\x81the", "Ġthe"). */
 const char *gt_token_piece(const gt_tokenizer *t, int32_t id);
