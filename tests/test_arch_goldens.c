@@ -74,7 +74,8 @@ static bool resolve_model(const char *golden, char **path)
 
 static void find_goldens(void)
 {
-    const char *dir = gt_test_join(GT_SOURCE_DIR, "tests/vectors/arch");
+    char dir[4096]; /* gt_test_join's storage is reused */
+    snprintf(dir, sizeof dir, "%s", gt_test_join(GT_SOURCE_DIR, "tests/vectors/arch"));
     DIR *d = opendir(dir);
     if (!d)
         return;

@@ -122,9 +122,10 @@ START_TEST(unused_tensor_refused)
     expect_refused(&(extra){.tensor = "blk.0.attn_sink_extra.weight", .n_tensors = 1},
                    "unsupported: tensor blk.0.attn_sink_extra.weight is not used by the llama "
                    "graph");
-    /* Llama 3's RoPE factors: not applied by this graph, so not run. */
-    expect_refused(&(extra){.tensor = "rope_freqs.weight", .n_tensors = 1},
-                   "tensor rope_freqs.weight is not used by the llama graph");
+    /* Phi-3's RoPE factors in a llama file: the llama graph applies only
+     * rope_freqs.weight (tests/test_rope_factors.c), so not run. */
+    expect_refused(&(extra){.tensor = "rope_factors_long.weight", .n_tensors = 1},
+                   "tensor rope_factors_long.weight is not used by the llama graph");
     /* Many: the first six named, the rest counted. */
     expect_refused(&(extra){.tensor = "blk.%d.attn_sink_extra.weight", .n_tensors = 9},
                    "tensors blk.0.attn_sink_extra.weight, blk.1.attn_sink_extra.weight, "
@@ -159,13 +160,13 @@ START_TEST(key_value_refused)
     expect_refused(&(extra){.key = "llama.rope.scaling.type", .kt = K_STR, .s = "yarn"},
                    "unsupported: metadata key llama.rope.scaling.type = \"yarn\" is not "
                    "implemented");
-    expect_refused(&(extra){.key = "llama.rope.scaling.factor", .kt = K_F32, .f = 8.0f},
-                   "metadata key llama.rope.scaling.factor = 8 is not implemented");
-    /* original_context_length is harmless only without scaling: both named. */
+    expect_refused(&(extra){.key = "llama.rope.scaling.type", .kt = K_STR, .s = "longrope"},
+                   "unsupported: metadata key llama.rope.scaling.type = \"longrope\" is not "
+                   "implemented");
+    /* the scaling reader refuses yarn before the unread keys are listed */
     expect_refused(&(extra){.key = "llama.rope.scaling.original_context_length", .kt = K_U32,
                             .u = 8192, .key2 = "llama.rope.scaling.type", .s2 = "yarn"},
-                   "metadata keys llama.rope.scaling.original_context_length = 8192, "
-                   "llama.rope.scaling.type = \"yarn\" are not implemented");
+                   "metadata key llama.rope.scaling.type = \"yarn\" is not implemented");
     /* A tensor and a key: both in one message. */
     expect_refused(&(extra){.tensor = "blk.0.attn_sink_extra.weight", .n_tensors = 1,
                             .key = "llama.attn_logit_softcapping", .kt = K_F32, .f = 50.0f},
@@ -180,6 +181,10 @@ START_TEST(harmless_values_load)
 {
     expect_loads(&(extra){.key = "llama.rope.scaling.type", .kt = K_STR, .s = "none"});
     expect_loads(&(extra){.key = "llama.rope.scaling.factor", .kt = K_F32, .f = 1.0f});
+    /* implemented: no type is linear scaling (tests/test_rope_factors.c) */
+    expect_loads(&(extra){.key = "llama.rope.scaling.factor", .kt = K_F32, .f = 8.0f});
+    expect_loads(&(extra){.key = "llama.rope.scaling.original_context_length", .kt = K_U32,
+                          .u = 8192, .key2 = "llama.rope.scaling.type", .s2 = "linear"});
     expect_loads(&(extra){.key = "llama.expert_count", .kt = K_U32, .u = 0});
     expect_loads(&(extra){.key = "llama.rope.scaling.original_context_length", .kt = K_U32,
                           .u = 8192});

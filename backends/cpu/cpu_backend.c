@@ -264,8 +264,8 @@ static int validate_node(const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *a = t->src[0], *b = t->src[1], *c = t->src[2];
     const int n_src = t->op == GT_OP_ATTENTION || t->op == GT_OP_MUL_MAT_ID ? 3
-                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE || t->op == GT_OP_SCALE ||
-                              t->op == GT_OP_TOPK
+                    : t->op == GT_OP_ROPE                                 ? (b ? 2 : 1)
+                    : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE || t->op == GT_OP_TOPK
                         ? 1
                         : 2;
     const char *roles[3] = {"src0", "src1", "src2"};
@@ -342,6 +342,11 @@ static int validate_node(const gt_tensor *t, gt_err *err)
             return gt_err_set(err, "bad parameters: n_heads=%d head_dim=%d rope_dim=%d pos0=%d mode=%d "
                               "for rows of %lld", nh, hd, rd, t->iparams[3], t->iparams[4],
                               (long long)a->ne[0]);
+        if (b && want_f32(b, "factors", err))
+            return -1;
+        if (b && b->ne[0] * b->ne[1] != rd / 2)
+            return gt_err_set(err, "factors '%s' hold %lld values, not rope_dim/2 = %d", b->name,
+                              (long long)(b->ne[0] * b->ne[1]), rd / 2);
         return 0;
     }
     case GT_OP_KV_STORE:
@@ -521,8 +526,8 @@ static void plan_graph(gt_cpu_ctx *c, const gt_graph *g)
         if (t->op == GT_OP_NONE)
             continue;
         const int n_src = t->op == GT_OP_ATTENTION || t->op == GT_OP_MUL_MAT_ID ? 3
-                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_ROPE || t->op == GT_OP_SCALE ||
-                                  t->op == GT_OP_TOPK
+                        : t->op == GT_OP_ROPE                                 ? (t->src[1] ? 2 : 1)
+                        : t->op == GT_OP_RMS_NORM || t->op == GT_OP_SCALE || t->op == GT_OP_TOPK
                             ? 1
                             : 2;
         span w = span_of(t);

@@ -141,10 +141,16 @@ void gt_cpu_rope(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
     const int pos0 = t->iparams[3], neox = t->iparams[4] == 1;
     const int half = rd / 2;
     const int64_t n = t->ne[0];
+    /* theta_j = freq_scale * pos * base^(-2j/rd) / factor_j; cos and sin
+     * scaled by attn_factor (backend.h) */
+    const double freq_scale = t->fparams[1] != 0.0f ? t->fparams[1] : 1.0;
+    const double mscale = t->fparams[2] != 0.0f ? t->fparams[2] : 1.0;
+    const float *factor = t->src[1] ? gt_cpu_f32(t->src[1]) : NULL;
     double inv_freq[MAX_PAIRS];
     float cs[MAX_PAIRS], sn[MAX_PAIRS];
     for (int j = 0; j < half; j++)
-        inv_freq[j] = pow((double)t->fparams[0], -2.0 * j / rd);
+        inv_freq[j] = freq_scale * pow((double)t->fparams[0], -2.0 * j / rd) /
+                      (factor ? (double)factor[j] : 1.0);
     const float *x = gt_cpu_f32(t->src[0]);
     float *y = gt_cpu_f32(t);
     int64_t i0, i1;
@@ -153,8 +159,8 @@ void gt_cpu_rope(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
         const double pos = (double)(pos0 + i);
         for (int j = 0; j < half; j++) {
             const double th = pos * inv_freq[j];
-            cs[j] = (float)cos(th);
-            sn[j] = (float)sin(th);
+            cs[j] = (float)(mscale * cos(th));
+            sn[j] = (float)(mscale * sin(th));
         }
         const float *xr = x + i * n;
         float *yr = y + i * n;

@@ -553,6 +553,11 @@ static int validate(const gt_tensor *t, gt_err *err)
             (int64_t)nh * hd > a->ne[0] || t->iparams[3] < 0)
             return gt_err_set(err, "bad ROPE parameters: %d heads of %d, rope_dim %d, pos0 %d, mode %d "
                               "for rows of %lld", nh, hd, rd, t->iparams[3], mode, (long long)a->ne[0]);
+        if (b && want_type(b, GT_TYPE_F32, "factors", err))
+            return -1;
+        if (b && b->ne[0] * b->ne[1] != rd / 2)
+            return gt_err_set(err, "ROPE factors '%s' hold %lld values, not rope_dim/2 = %d",
+                              b->name, (long long)(b->ne[0] * b->ne[1]), rd / 2);
         return 0;
     }
     case GT_OP_KV_STORE: {

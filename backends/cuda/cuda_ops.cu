@@ -189,8 +189,11 @@ extern "C" int gt_cuda_op_scale(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 /* One thread per element index of a row: the first element of each rotated
  * pair rotates the pair, elements outside the rotated dims are copied (when
  * not in place), the pair's second element does nothing. */
+/* theta_j = freq_scale * pos * base^(-2j/rope_dim) / factor[j] (factor NULL:
+ * ones), cos and sin times mscale (backend.h). */
 __global__ void rope_kernel(const float *x, float *y, int ne0, int n_heads, int head_dim,
-                            int rope_dim, int pos0, int neox, double base)
+                            int rope_dim, int pos0, int neox, double base, double freq_scale,
+                            double mscale, const float *factor)
 {
     const int row = blockIdx.y;
     const float *xr = x + (size_t)row * ne0;
@@ -214,9 +217,12 @@ __global__ void rope_kernel(const float *x, float *y, int ne0, int n_heads, int 
             j = d / 2;
             i1 = d + 1;
         }
-        const double theta = (double)(pos0 + row) * pow(base, -2.0 * j / rope_dim);
+        const double ff = factor ? (double)factor[j] : 1.0;
+        const double theta = freq_scale * (double)(pos0 + row) * pow(base, -2.0 * j / rope_dim) / ff;
         double s, co;
         sincos(theta, &s, &co);
+        s *= mscale;
+        co *= mscale;
         const int base_i = h * head_dim;
         const double x0 = xr[base_i + d], x1 = xr[base_i + i1];
         yr[base_i + d] = (float)(x0 * co - x1 * s);
@@ -233,7 +239,11 @@ extern "C" int gt_cuda_op_rope(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
     const int *ip = t->iparams;
     rope_kernel<<<grid, block, 0, c->stream>>>((const float *)gt_cuda_ptr(t->src[0]),
                                                (float *)gt_cuda_ptr(t), ne0, ip[0], ip[1], ip[2],
-                                               ip[3], ip[4] == 1, (double)t->fparams[0]);
+                                               ip[3], ip[4] == 1, (double)t->fparams[0],
+                                               t->fparams[1] != 0.0f ? (double)t->fparams[1] : 1.0,
+                                               t->fparams[2] != 0.0f ? (double)t->fparams[2] : 1.0,
+                                               t->src[1] ? (const float *)gt_cuda_ptr(t->src[1])
+                                                         : (const float *)0);
     GT_LAUNCHED(err, "rope", grid, block, "[%d, %lld], %d heads of %d, rope_dim %d, pos0 %d, mode %d",
                 ne0, (long long)t->ne[1], ip[0], ip[1], ip[2], ip[3], ip[4]);
     return 0;

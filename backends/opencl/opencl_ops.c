@@ -147,16 +147,46 @@ static bool overlaps(const gt_tensor *a, const gt_tensor *b)
 
 typedef struct rope_key {
     int pos0, n_rows, rope_dim;
-    float base;
+    float base, freq_scale, attn_factor;
+    const gt_buffer *fbuf; /* the frequency factors' storage (NULL: none) */
+    size_t foff;
     size_t offset; /* bytes into the table */
 } rope_key;
 
 #define MAX_ROPE_KEYS 16
+#define ROPE_MAX_PAIRS 512 /* rope_dim / 2 at most (heads of up to 1024) */
 
 static bool same_key(const rope_key *k, const gt_tensor *t)
 {
+    const gt_tensor *f = t->src[1];
     return k->pos0 == t->iparams[3] && k->n_rows == (int)t->ne[1] &&
-           k->rope_dim == t->iparams[2] && k->base == t->fparams[0];
+           k->rope_dim == t->iparams[2] && k->base == t->fparams[0] &&
+           k->freq_scale == t->fparams[1] && k->attn_factor == t->fparams[2] &&
+           k->fbuf == (f ? f->buf : NULL) && k->foff == (f ? f->offset : 0);
+}
+
+/* The rope_dim/2 frequency factors of a ROPE node, read back to the host
+ * (a few hundred bytes per distinct table). */
+static int read_factors(ocl_ctx *c, const gt_tensor *f, int rope_dim, float *out, gt_err *err)
+{
+    const size_t n = (size_t)(rope_dim / 2);
+    if (f->type != GT_TYPE_F32 || (size_t)(f->ne[0] * f->ne[1]) != n)
+        return gt_err_set(err, "ROPE factors '%s' must be %zu f32 values (%s [%lld, %lld])",
+                          f->name, n, gt_type_name(f->type), (long long)f->ne[0],
+                          (long long)f->ne[1]);
+    if (f->buf->host) {
+        memcpy(out, (const char *)f->buf->host + f->offset, n * sizeof(float));
+        return 0;
+    }
+    cl_mem m;
+    size_t off;
+    if (gt_ocl_resolve(f->buf, f->offset, n * sizeof(float), &m, &off, err))
+        return -1;
+    cl_int st = clEnqueueReadBuffer(c->queue, m, CL_TRUE, off, n * sizeof(float), out, 0, NULL,
+                                    NULL);
+    if (st != CL_SUCCESS)
+        return gt_ocl_fail(err, "clEnqueueReadBuffer", st, "ROPE factors '%s'", f->name);
+    return 0;
 }
 
 /* Computes every distinct table the graph's ROPE nodes need and uploads
@@ -177,8 +207,12 @@ static int prepare_rope(ocl_ctx *c, const gt_graph *g, rope_key *keys, int *n_ke
         if (*n_keys == MAX_ROPE_KEYS)
             return gt_err_set(err, "graph has more than %d distinct ROPE position ranges",
                               MAX_ROPE_KEYS);
-        keys[(*n_keys)++] = (rope_key){t->iparams[3], (int)t->ne[1], t->iparams[2], t->fparams[0],
-                                       floats * sizeof(float)};
+        const gt_tensor *f = t->src[1];
+        keys[(*n_keys)++] = (rope_key){t->iparams[3],  (int)t->ne[1],      t->iparams[2],
+                                       t->fparams[0],  t->fparams[1],      t->fparams[2],
+                                       f ? f->buf : NULL, f ? f->offset : 0, floats * sizeof(float)};
+        if (f && f->buf == NULL)
+            return gt_err_set(err, "ROPE factors '%s' have no buffer", f->name);
         floats += (size_t)t->ne[1] * (size_t)(t->iparams[2] / 2) * 2;
     }
     if (floats == 0)
@@ -194,13 +228,28 @@ static int prepare_rope(ocl_ctx *c, const gt_graph *g, rope_key *keys, int *n_ke
         const rope_key *k = &keys[i];
         float *out = c->rope_host + k->offset / sizeof(float);
         const double base = k->base;
+        const double freq_scale = k->freq_scale != 0.0f ? k->freq_scale : 1.0;
+        const double mscale = k->attn_factor != 0.0f ? k->attn_factor : 1.0;
+        float factor[ROPE_MAX_PAIRS];
+        if (k->rope_dim / 2 > ROPE_MAX_PAIRS)
+            return gt_err_set(err, "rope_dim %d exceeds %d", k->rope_dim, 2 * ROPE_MAX_PAIRS);
+        for (int j = 0; j < k->rope_dim / 2; j++)
+            factor[j] = 1.0f;
+        for (int n = 0; n < g->n_nodes && k->fbuf; n++) /* the first node with this key */
+            if (g->nodes[n]->op == GT_OP_ROPE && same_key(k, g->nodes[n])) {
+                if (read_factors(c, g->nodes[n]->src[1], k->rope_dim, factor, err))
+                    return -1;
+                break;
+            }
         for (int r = 0; r < k->n_rows; r++) {
             const double pos = (double)(k->pos0 + r);
             for (int j = 0; j < k->rope_dim / 2; j++) {
-                /* theta_j = pos * base^(-2j/rope_dim), as in the reference */
-                const double theta = pos * pow(base, -2.0 * j / k->rope_dim);
-                *out++ = (float)cos(theta);
-                *out++ = (float)sin(theta);
+                /* theta_j = freq_scale * pos * base^(-2j/rope_dim) / factor_j, cos and
+                 * sin times attn_factor, as in the reference */
+                const double theta = freq_scale * pos * pow(base, -2.0 * j / k->rope_dim) /
+                                     (double)factor[j];
+                *out++ = (float)(mscale * cos(theta));
+                *out++ = (float)(mscale * sin(theta));
             }
         }
     }

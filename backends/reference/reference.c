@@ -174,13 +174,18 @@ static void rows_mul(gt_tensor *t, int64_t i0, int64_t i1)
     }
 }
 
-/* Rotates dimension pairs of every head by pos * base^(-2j/rope_dim). The
- * angle depends on (row, j) only, so it is computed once for all heads. */
+/* Rotates dimension pairs of every head by
+ * theta_j = freq_scale * pos * base^(-2j/rope_dim) / factor_j and scales the
+ * rotated pair by attn_factor (backend.h). The angle depends on (row, j)
+ * only, so it is computed once for all heads. */
 static void rows_rope(gt_tensor *t, int64_t i0, int64_t i1)
 {
     const int n_heads = t->iparams[0], head_dim = t->iparams[1], rope_dim = t->iparams[2];
     const int pos0 = t->iparams[3], neox = t->iparams[4] == 1;
     const double base = t->fparams[0];
+    const double freq_scale = t->fparams[1] != 0.0f ? t->fparams[1] : 1.0;
+    const double mscale = t->fparams[2] != 0.0f ? t->fparams[2] : 1.0;
+    const float *factor = t->src[1] ? f32(t->src[1]) : NULL;
     const int64_t n = t->ne[0];
     for (int64_t i = i0; i < i1; i++) {
         const float *x = f32(t->src[0]) + i * n;
@@ -189,8 +194,9 @@ static void rows_rope(gt_tensor *t, int64_t i0, int64_t i1)
             memcpy(y, x, sizeof(float) * (size_t)n);
         const double pos = (double)(pos0 + i);
         for (int j = 0; j < rope_dim / 2; j++) {
-            const double theta = pos * pow(base, -2.0 * j / rope_dim);
-            const double c = cos(theta), s = sin(theta);
+            const double ff = factor ? (double)factor[j] : 1.0;
+            const double theta = freq_scale * pos * pow(base, -2.0 * j / rope_dim) / ff;
+            const double c = mscale * cos(theta), s = mscale * sin(theta);
             const int d0 = neox ? j : 2 * j;
             const int d1 = neox ? j + rope_dim / 2 : 2 * j + 1;
             for (int h = 0; h < n_heads; h++) {
@@ -201,6 +207,17 @@ static void rows_rope(gt_tensor *t, int64_t i0, int64_t i1)
             }
         }
     }
+}
+
+/* ROPE's optional factors: F32, one per rotated pair. */
+static int check_rope(const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *f = t->src[1];
+    if (f && (f->type != GT_TYPE_F32 || f->ne[0] * f->ne[1] != t->iparams[2] / 2))
+        return gt_err_set(err, "ROPE factors '%s' must be %d f32 values (%s [%lld, %lld])", f->name,
+                          t->iparams[2] / 2, gt_type_name(f->type), (long long)f->ne[0],
+                          (long long)f->ne[1]);
+    return 0;
 }
 
 /* t = silu(a) * b, silu(x) = x / (1 + e^-x) */
@@ -543,7 +560,10 @@ static int ref_compute(gt_backend *b, const gt_graph *g, gt_err *err)
         case GT_OP_MUL_MAT: rc = op_mul_mat(c, t, err); break;
         case GT_OP_ADD: for_rows(c, t, rows_add); break;
         case GT_OP_MUL: for_rows(c, t, rows_mul); break;
-        case GT_OP_ROPE: for_rows(c, t, rows_rope); break;
+        case GT_OP_ROPE:
+            if ((rc = check_rope(t, err)) == 0)
+                for_rows(c, t, rows_rope);
+            break;
         case GT_OP_KV_STORE: op_kv_store(t); break;
         case GT_OP_ATTENTION: rc = op_attention(c, t, err); break;
         case GT_OP_SILU_MUL: for_rows(c, t, rows_silu_mul); break;

@@ -288,6 +288,15 @@ static int print_model(const char *path)
         printf("  experts %d per layer, %d used per token (softmax, top-k%s), expert ffn %d\n",
                hp->n_expert, hp->n_expert_used, hp->expert_norm ? ", renormalized" : "",
                hp->n_ff_exp);
+    const gt_gguf *g = gt_model_gguf(m);
+    if (gt_gguf_find_tensor(g, "rope_freqs.weight"))
+        printf("  rope factors  rope_freqs.weight on Q and K at every layer\n");
+    if (gt_gguf_find_tensor(g, "rope_factors_long.weight"))
+        printf("  rope factors  rope_factors_long.weight when the context (rounded up to 256, "
+               "as llama.cpp) exceeds %d, else rope_factors_short.weight\n", hp->n_ctx_orig);
+    if (hp->rope_freq_scale != 1.0f || hp->rope_attn_factor != 1.0f)
+        printf("  rope scaling  linear freq_scale %g; attn_factor %g\n", hp->rope_freq_scale,
+               hp->rope_attn_factor);
     printf("  defaulted     %s\n",
            hp->defaulted[0] ? hp->defaulted : "(none: every value is in the file)");
     gt_model_free(m);

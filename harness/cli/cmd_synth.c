@@ -38,13 +38,16 @@ static void help(FILE *f)
             fprintf(f, "                   %-13s n_embd %d, %d layers, %d/%d heads%s, ffn %d, "
                        "vocab %d%s", q->name, q->n_embd, q->n_layer, q->n_head, q->n_head_kv,
                     hd, q->n_ff, q->n_vocab, q->tied_output ? ", tied output" : "");
+            if (q->rope_orig_ctx > 0)
+                fputs(", rope factors", f);
             if (q->n_expert > 0)
                 fprintf(f, ", %d experts (%d used) of ffn %d", q->n_expert, q->n_expert_used,
                         q->n_ff_exp);
             fputc('\n', f);
         }
     }
-    fprintf(f, "  --seed S       weight seed (default 1)\n"
+    fprintf(f, "  --arch A       fail unless the preset is of architecture A (llama, phi3, qwen3moe)\n"
+               "  --seed S       weight seed (default 1)\n"
                "  --type T       type of the weight matrices: f32 (default), f16, bf16,\n"
                "                 q8_0, q4_0, q4_1; norms are always f32\n");
 }

@@ -54,7 +54,7 @@
 #define GUARD_BYTE(i) ((unsigned char)(0xA5 ^ (i)))
 #define MAX_CASES 2048
 
-enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE };
+enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE, FILL_FACTORS };
 enum { ALIAS_NONE, ALIAS_SRC0, ALIAS_CACHE };
 
 typedef struct oc_src {
@@ -72,7 +72,7 @@ typedef struct oc_case {
     int64_t out_ne0, out_ne1;
     int alias;
     int32_t ip[6];
-    float fp[2];
+    float fp[4];
     double threshold;
     char desc[96];
 } oc_case;
@@ -432,6 +432,40 @@ static void cases_moe(oc_list *l)
     }
 }
 
+/* ROPE with frequency factors (Llama 3's rope_freqs, Phi-3's long/short
+ * factors), a linear freq_scale and an attention factor (Phi-3's long-rope
+ * magnitude), appended after every older case; the same 1e-10 as ROPE: the
+ * factors change only the angle and one more multiply. */
+static void cases_rope_factors(oc_list *l)
+{
+    /* n_heads, head_dim, rope_dim, pos0, mode, rows, base, freq_scale, attn_factor */
+    static const struct { int nh, hd, rd, pos0, mode, rows; float base, fs, af; } r[] = {
+        {4, 64, 64, 0, 0, 7, 500000.0f, 0.0f, 0.0f},     {8, 64, 64, 1000, 0, 1, 500000.0f, 0.0f, 0.0f},
+        {3, 96, 96, 17, 1, 64, 10000.0f, 0.0f, 1.19f},   {2, 96, 64, 3, 1, 5, 10000.0f, 0.25f, 0.0f},
+        {5, 32, 32, 2040, 0, 3, 10000.0f, 0.5f, 1.07f},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+            oc_case *c = add(l, GT_OP_ROPE, GT_TYPE_F32);
+            if (!c)
+                continue;
+            const int64_t n = (int64_t)r[i].nh * r[i].hd;
+            c->n_src = 2;
+            c->src[0] = S(GT_TYPE_F32, n, r[i].rows, FILL_GAUSS, 0);
+            c->src[1] = S(GT_TYPE_F32, r[i].rd / 2, 1, FILL_FACTORS, 0);
+            c->out_ne0 = n, c->out_ne1 = r[i].rows;
+            c->alias = inplace ? ALIAS_SRC0 : ALIAS_NONE;
+            const int32_t ip[6] = {r[i].nh, r[i].hd, r[i].rd, r[i].pos0, r[i].mode, 0};
+            memcpy(c->ip, ip, sizeof ip);
+            c->fp[0] = r[i].base, c->fp[1] = r[i].fs, c->fp[2] = r[i].af;
+            c->threshold = 1e-10;
+            snprintf(c->desc, sizeof c->desc,
+                     "factors,heads=%d,hd=%d,rot=%d,pos0=%d,%s,rows=%d,scale=%g,attn=%g%s", r[i].nh,
+                     r[i].hd, r[i].rd, r[i].pos0, r[i].mode ? "neox" : "norm", r[i].rows,
+                     (double)r[i].fs, (double)r[i].af, inplace ? ",in-place" : "");
+        }
+}
+
 /* ---- inputs ----------------------------------------------------------------- */
 
 static uint64_t splitmix(uint64_t *s)
@@ -473,6 +507,7 @@ static void *make_input(const oc_src *s, uint64_t seed)
     for (int64_t i = 0; i < n; i++) {
         const int64_t row = i / s->ne0;
         f[i] = s->fill == FILL_NORMW ? 1.0f + 0.25f * gauss(&seed)
+             : s->fill == FILL_FACTORS ? (float)(1.0 + 7.0 * uniform(&seed)) /* Llama 3's 1..8 */
              : s->fill == FILL_SMALL ? 1e-3f * gauss(&seed)
              : s->fill == FILL_CACHE && row >= s->param ? NAN
                                                         : gauss(&seed);
@@ -556,8 +591,9 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
     memset(src, 0, sizeof src);
     memset(&t, 0, sizeof t);
     for (int i = 0; i < c->n_src; i++) {
-        const bool wrap = i == 0 && (c->op == GT_OP_MUL_MAT || c->op == GT_OP_GET_ROWS ||
-                                     c->op == GT_OP_MUL_MAT_ID);
+        const bool wrap = (i == 0 && (c->op == GT_OP_MUL_MAT || c->op == GT_OP_GET_ROWS ||
+                                      c->op == GT_OP_MUL_MAT_ID)) ||
+                          (i == 1 && c->op == GT_OP_ROPE); /* factors are a weight */
         if (make_buffer(be, in[i], src_bytes(&c->src[i]), wrap, &r, i, err) != 0)
             goto done;
         snprintf(src[i].name, sizeof src[i].name, "src%d", i);
@@ -723,6 +759,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     cases_mul_mat(&l, LATER_TYPES, N_OF(LATER_TYPES), true);
     cases_gemma(&l);
     cases_moe(&l);
+    cases_rope_factors(&l);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
         const oc_case *c = &l.c[i];

@@ -1,7 +1,8 @@
 /* graph_llama.c: the llama forward pass (llama, mistral) as backend ops,
- * one op per line, in the order of llama2.c's run.c: RMSNorm, Q/K/V, RoPE,
- * attention over the KV cache, residual; RMSNorm, SwiGLU FFN, residual;
- * final norm and the output projection. */
+ * one op per line, in the order of llama2.c's run.c: RMSNorm, Q/K/V, RoPE
+ * (with Llama 3's rope_freqs factors and linear scaling when the file has
+ * them), attention over the KV cache, residual; RMSNorm, SwiGLU FFN,
+ * residual; final norm and the output projection. */
 #include "session_internal.h"
 
 /* The llama forward pass for n tokens at positions pos0.. */
@@ -36,6 +37,10 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
         memcpy(qr->iparams, rope[0], sizeof rope[0]);
         memcpy(kr->iparams, rope[1], sizeof rope[1]);
         qr->fparams[0] = kr->fparams[0] = hp->rope_base;
+        qr->fparams[1] = kr->fparams[1] = hp->rope_freq_scale;
+        qr->fparams[2] = kr->fparams[2] = hp->rope_attn_factor;
+        if (m->rope_freqs) /* Llama 3.x: the same factors for Q and K at every layer */
+            qr->src[1] = kr->src[1] = weight_t(s, m->rope_freqs);
 
         gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
         gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,

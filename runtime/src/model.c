@@ -1,5 +1,5 @@
 /* model.c: reading a model out of a GGUF artifact: the llama family,
- * Gemma 3, and Qwen 2/3 (their own parts in model_qwen.c).
+ * Gemma 3, Qwen 2/3 (their own parts in model_qwen.c) and Phi-3 (model_phi3.c).
  *
  * Hyper-parameters come from "<arch>.*" metadata, weights are looked up by
  * their llama.cpp names and checked against the shapes the hyper-parameters
@@ -90,12 +90,12 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     bool llama = false;
     for (size_t i = 0; i < sizeof LLAMA_LIKE / sizeof LLAMA_LIKE[0]; i++)
         llama |= strcmp(arch, LLAMA_LIKE[i]) == 0;
-    const bool gemma3 = strcmp(arch, "gemma3") == 0;
+    const bool gemma3 = strcmp(arch, "gemma3") == 0, phi3 = strcmp(arch, "phi3") == 0;
     const bool qwen3moe = strcmp(arch, "qwen3moe") == 0;
     const bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
-    if (!llama && !gemma3 && !qwen && !qwen3moe)
+    if (!llama && !gemma3 && !qwen && !phi3 && !qwen3moe)
         return gt_err_set(err, "unsupported: architecture '%s' is not implemented (implemented: "
-                               "llama, mistral, gemma3, qwen2, qwen3, qwen3moe)", arch);
+                               "llama, mistral, gemma3, qwen2, qwen3, phi3, qwen3moe)", arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
     const char *name = gt_gguf_get_str(g, "general.name");
     snprintf(hp->name, sizeof hp->name, "%s", name ? name : "(unnamed)");
@@ -121,8 +121,12 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     hp->rope_base = (float)f;
     if (arch_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &f, err)) return -1;
     hp->rms_eps = (float)f;
+    hp->rope_freq_scale = hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
     if (gemma3)
         return read_gemma3(g, hp, err);
+    if (phi3)
+        return gt_model_read_phi3(g, hp, err);
     if (qwen3moe)
         return gt_qwen3moe_hparams(g, hp, err);
     if (qwen)
@@ -132,17 +136,7 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
         return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
                           hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
-    /* llama.cpp lets these differ from n_embd / n_head; this graph does not. */
-    int64_t kl, vl;
-    if (arch_int(g, arch, "attention.key_length", hp->head_dim, &kl, err) ||
-        arch_int(g, arch, "attention.value_length", hp->head_dim, &vl, err))
-        return -1;
-    if (kl != hp->head_dim || vl != hp->head_dim)
-        return gt_err_set(err, "unsupported: metadata key %s.attention.%s = %lld is not "
-                               "implemented (the llama graph's head size is n_embd / "
-                               "head_count = %d)", arch,
-                          kl != hp->head_dim ? "key_length" : "value_length",
-                          (long long)(kl != hp->head_dim ? kl : vl), hp->head_dim);
+    if (gt_model_head_dim_keys(g, hp, err)) return -1;
     hp->q_dim = hp->n_embd;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
@@ -153,7 +147,7 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
                           hp->rope_dim, hp->head_dim);
     hp->rope_base_local = hp->rope_base;
     hp->rope_mode = 0; /* llama.cpp's llama GGUFs store Q/K permuted for adjacent pairs */
-    return 0;
+    return gt_model_rope_scaling(g, hp, err);
 }
 
 #define weight gt_model_weight
@@ -176,6 +170,11 @@ static int find_weights(gt_model *m, gt_err *err)
         return gt_err_set(err, "out of memory");
     if (hp->arch_id == GT_ARCH_QWEN3MOE)
         return gt_qwen3moe_weights(m, err);
+    if (hp->arch_id == GT_ARCH_PHI3)
+        return gt_model_find_phi3(m, err);
+    /* Llama 3.x: frequency factors for every layer's Q and K */
+    if (gt_model_weight_opt(g, "rope_freqs.weight", hp->rope_dim / 2, 1, &m->rope_freqs, err))
+        return -1;
     for (int l = 0; l < hp->n_layer; l++) {
         gt_layer_weights *w = &m->layers[l];
         char n[96];
@@ -316,13 +315,18 @@ const gt_hparams *gt_model_hparams(const gt_model *m) { return &m->hp; }
 const gt_tokenizer *gt_model_tokenizer(const gt_model *m) { return m->tok; }
 const gt_gguf *gt_model_gguf(const gt_model *m) { return m->gguf; }
 
+/* A weight's bytes and elements, 0 for one the architecture does not have
+ * (phi3's fused wqkv stands for wq, wk, wv). */
+#define NB(w) ((w) ? (w)->nbytes : 0)
+#define NE(w) ((w) ? (uint64_t)(w)->n_elements : 0)
+
 uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
 {
     uint64_t bytes = gt_row_size(m->tok_embd->type, m->hp.n_embd) + m->output->nbytes +
                      m->out_norm->nbytes;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
-        bytes += w->attn_norm->nbytes + w->wq->nbytes + w->wk->nbytes + w->wv->nbytes +
+        bytes += w->attn_norm->nbytes + NB(w->wq) + NB(w->wk) + NB(w->wv) + NB(w->wqkv) +
                  w->wo->nbytes + w->ffn_norm->nbytes;
         if (w->ffn_gate_inp) /* the router, and the k experts a token runs */
             bytes += w->ffn_gate_inp->nbytes +
@@ -330,7 +334,7 @@ uint64_t gt_model_weight_bytes_per_token(const gt_model *m)
                       w->ffn_down_exps->nbytes) / (uint64_t)m->hp.n_expert *
                          (uint64_t)m->hp.n_expert_used;
         else
-            bytes += w->w_gate->nbytes + w->w_up->nbytes + w->w_down->nbytes;
+            bytes += NB(w->w_gate) + w->w_up->nbytes + w->w_down->nbytes;
         const gt_gguf_tensor *opt[] = {w->q_norm, w->k_norm, w->post_attn_norm,
                                        w->post_ffn_norm, w->bq, w->bk, w->bv};
         for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
@@ -343,8 +347,10 @@ gt_type gt_model_main_type(const gt_model *m)
 {
     if (m->hp.n_layer == 0)
         return m->output->type;
-    return m->layers[0].ffn_gate_exps ? m->layers[0].ffn_gate_exps->type
-                                      : m->layers[0].w_gate->type;
+    const gt_layer_weights *l0 = &m->layers[0];
+    return l0->ffn_gate_exps ? l0->ffn_gate_exps->type
+         : l0->w_gate        ? l0->w_gate->type
+                             : l0->w_up->type; /* phi3: gate and up fused */
 }
 
 uint64_t gt_model_matrix_params(const gt_model *m)
@@ -352,15 +358,14 @@ uint64_t gt_model_matrix_params(const gt_model *m)
     uint64_t n = (uint64_t)m->output->n_elements;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const gt_layer_weights *w = &m->layers[l];
-        n += (uint64_t)(w->wq->n_elements + w->wk->n_elements + w->wv->n_elements +
-                        w->wo->n_elements);
+        n += NE(w->wq) + NE(w->wk) + NE(w->wv) + NE(w->wqkv) + NE(w->wo);
         if (w->ffn_gate_inp) /* what one token multiplies: the router and k experts */
             n += (uint64_t)w->ffn_gate_inp->n_elements +
                  (uint64_t)(w->ffn_gate_exps->n_elements + w->ffn_up_exps->n_elements +
                             w->ffn_down_exps->n_elements) /
                      (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
         else
-            n += (uint64_t)(w->w_gate->n_elements + w->w_up->n_elements + w->w_down->n_elements);
+            n += NE(w->w_gate) + NE(w->w_up) + NE(w->w_down);
     }
     return n;
 }

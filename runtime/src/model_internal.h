@@ -15,6 +15,10 @@ typedef struct gt_layer_weights {
     const gt_gguf_tensor *w_gate;    /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_up;      /* (n_ff rows of n_embd) */
     const gt_gguf_tensor *w_down;    /* (n_embd rows of n_ff) */
+    /* phi3 only (NULL otherwise): Q, K, V rows stacked (n_embd + 2 kv_dim rows
+     * of n_embd; wq/wk/wv are NULL then); w_up then holds 2 n_ff rows, the
+     * gate's first and the up projection's after them (w_gate is NULL). */
+    const gt_gguf_tensor *wqkv;
     /* gemma3 and qwen3 (NULL otherwise) */
     const gt_gguf_tensor *q_norm, *k_norm;                /* (head_dim) */
     /* gemma3 only (NULL otherwise) */
@@ -36,6 +40,9 @@ struct gt_model {
     const gt_gguf_tensor *out_norm;  /* (n_embd) */
     const gt_gguf_tensor *output;    /* (n_vocab rows of n_embd); == tok_embd when tied */
     gt_layer_weights *layers;        /* (n_layer) */
+    /* RoPE frequency factors (rope_dim/2, f32), NULL when the file has none:
+     * Llama 3's rope_freqs; Phi-3's long and short (graph_phi3.c picks one). */
+    const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
 };
 
 /* model_read.c's readers: the only way an architecture reads "<arch>.*"
@@ -88,6 +95,17 @@ int gt_qwen3moe_weights(gt_model *m, gt_err *err);
  * returns how many there are. */
 int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
                          char *buf, size_t cap);
+/* "<arch>.attention.key_length/value_length", when present, equal head_dim
+ * (refused by name otherwise). */
+int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err);
+/* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor) and
+ * attn_factor; any other type is refused by name. */
+int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+
+/* phi3 (model_phi3.c): the hyper-parameters after the common ones, and the
+ * weights. */
+int gt_model_read_phi3(const gt_gguf *g, gt_hparams *hp, gt_err *err);
+int gt_model_find_phi3(gt_model *m, gt_err *err);
 
 /* model_qwen.c: qwen2/qwen3 hyper-parameters past the common ones, and
  * layer l's weights past the llama ones. */

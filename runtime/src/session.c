@@ -76,9 +76,11 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
      * combination is reported, never computed. */
     char why[256];
     const bool moe = hp->arch_id == GT_ARCH_QWEN3MOE;
-    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, m->layers[0].wq->type,
-                              moe ? m->layers[0].ffn_down_exps->type : m->layers[0].w_down->type,
-                              moe ? m->layers[0].ffn_gate_exps->type : m->layers[0].wq->type};
+    const gt_layer_weights *l0 = &m->layers[0];
+    const gt_gguf_tensor *wq = l0->wq ? l0->wq : l0->wqkv; /* phi3: fused QKV */
+    const gt_type wtypes[] = {m->tok_embd->type, m->output->type, wq->type,
+                              moe ? l0->ffn_down_exps->type : l0->w_down->type,
+                              moe ? l0->ffn_gate_exps->type : wq->type};
     for (size_t i = 0; i < sizeof wtypes / sizeof wtypes[0]; i++) {
         gt_op op = i == 0 ? GT_OP_GET_ROWS : moe && i >= 3 ? GT_OP_MUL_MAT_ID : GT_OP_MUL_MAT;
         if (!gt_backend_supports(b, op, wtypes[i], why, sizeof why)) {
@@ -318,6 +320,8 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         const gt_arch arch = s->model->hp.arch_id;
         if (arch == GT_ARCH_GEMMA3)
             gt_graph_gemma3(s, nb, pos, all_logits);
+        else if (s->model->hp.arch_id == GT_ARCH_PHI3)
+            gt_graph_phi3(s, nb, pos, all_logits);
         else if (s->model->hp.arch_id == GT_ARCH_QWEN3MOE)
             gt_graph_qwen3moe(s, nb, pos, all_logits);
         else if (arch == GT_ARCH_QWEN2 || arch == GT_ARCH_QWEN3)

@@ -174,6 +174,7 @@ static inline int attn_window(const gt_session *s, int window)
  * session.c drops for a batch whose logits nobody reads. */
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_qwen(gt_session *s, int n, int pos0, bool all_logits); /* qwen2, qwen3 */
 

@@ -1,5 +1,5 @@
-/* synth.c: synthetic models (llama, qwen2, qwen3, qwen3moe) with seeded weights
- * and a working SentencePiece-style tokenizer (see gt/synth.h).
+/* synth.c: synthetic models (llama, phi3, qwen2, qwen3, qwen3moe) with seeded
+ * weights and a working SentencePiece-style tokenizer (see gt/synth.h).
  *
  * Design choices:
  *  - Determinism across machines. Each tensor draws from its own splitmix64
@@ -36,22 +36,22 @@
 static const gt_synth_shape PRESETS[] = {
     /* name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, rope base, eps,
      * tied, arch (NULL: llama), head_dim (0: n_embd / n_head) */
-    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0},
+    {"tiny", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0, 0},
     /* SmolLM2-135M's shape; its real context is 8192, 2048 keeps the KV
      * cache of a default session small. */
-    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true, NULL, 0, 0, 0, 0},
+    {"smollm2-135m", 576, 30, 9, 3, 1536, 49152, 2048, 100000.0f, 1e-5f, true, NULL, 0, 0, 0, 0, 0},
     /* stories260K's shape (ff 172 is not a multiple of the 32-wide quant
      * blocks, as in the real one): the tests' stand-in when ../shared is
      * absent. */
-    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0},
+    {"stories260k", 64, 5, 8, 4, 172, 512, 2048, 10000.0f, 1e-5f, false, NULL, 0, 0, 0, 0, 0},
     /* Qwen: rope base 1e6, eps 1e-6, tied output, as the published small
      * models. The tiny ones are for tests (qwen3-tiny's head_dim 32 is not
      * n_embd / n_head, as in Qwen3); the real-shaped ones have the published
      * head counts, head size, ff and vocabulary, with 2 layers. */
-    {"qwen2-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0},
-    {"qwen3-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen3", 32, 0, 0, 0},
-    {"qwen2.5-0.5b", 896, 2, 14, 2, 4864, 151936, 32768, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0},
-    {"qwen3-0.6b", 1024, 2, 16, 8, 3072, 151936, 40960, 1e6f, 1e-6f, true, "qwen3", 128, 0, 0, 0},
+    {"qwen2-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0, 0},
+    {"qwen3-tiny", 64, 2, 4, 2, 160, 512, 256, 1e6f, 1e-6f, true, "qwen3", 32, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", 896, 2, 14, 2, 4864, 151936, 32768, 1e6f, 1e-6f, true, "qwen2", 0, 0, 0, 0, 0},
+    {"qwen3-0.6b", 1024, 2, 16, 8, 3072, 151936, 40960, 1e6f, 1e-6f, true, "qwen3", 128, 0, 0, 0, 0},
     /* qwen3moe (a mixture of experts): heads wider than n_embd / n_head as in
      * Qwen3, 8 experts of which 2 run per token; fast on the reference. */
     {"qwen3moe-tiny", 64, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false, .arch = "qwen3moe",
@@ -61,6 +61,20 @@ static const gt_synth_shape PRESETS[] = {
      * real context is 40960. */
     {"qwen3moe-a3b", 2048, 2, 32, 4, 6144, 151936, 4096, 1000000.0f, 1e-6f, false,
      .arch = "qwen3moe", .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+    /* Llama 3 with rope_freqs: the rule at a tiny original context (64), so
+     * the factors (1 .. 32) change a short prompt's logits. */
+    {"llama3-tiny", 128, 2, 8, 2, 320, 512, 256, 500000.0f, 1e-5f, false, .arch = "llama",
+     .rope_orig_ctx = 64},
+    /* Llama 3.2 1B's shape (2 of its 16 layers; its context is 131072). */
+    {"llama3.2-1b", 2048, 2, 32, 8, 8192, 128256, 2048, 500000.0f, 1e-5f, true, .arch = "llama",
+     .rope_orig_ctx = 8192},
+    /* Phi-3 with long/short factors (original context 64: llama.cpp, which
+     * rounds a context up to 256, always picks the long ones). */
+    {"phi3-tiny", 128, 2, 4, 2, 256, 512, 256, 10000.0f, 1e-5f, false, .arch = "phi3",
+     .rope_orig_ctx = 64},
+    /* Phi-3-mini-128k's shape (2 of its 32 layers; context 131072, original 4096). */
+    {"phi3-mini", 3072, 2, 32, 32, 8192, 32064, 131072, 10000.0f, 1e-5f, false, .arch = "phi3",
+     .rope_orig_ctx = 4096},
 };
 #define N_PRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
@@ -235,13 +249,17 @@ static const char *const WORDS[] = {
     "model", "test", "data", "number", "between", "because", "where", "good", "new",
     "just", "know", "take", "year", "only", "back", "after", "work", "over", "think"};
 
-static int build_vocab(vocab *v, int n_vocab)
+/* phi3: Phi-3's <|endoftext|> too (llama.cpp looks it up by name in a model
+ * named phi3 and fails to load one without it). */
+static int build_vocab(vocab *v, int n_vocab, bool phi3)
 {
     if (vocab_init(v, n_vocab) != 0)
         return -1;
     vocab_add(v, "<unk>", TT_UNKNOWN);
     vocab_add(v, "<s>", TT_CONTROL);
     vocab_add(v, "</s>", TT_CONTROL);
+    if (phi3)
+        vocab_add(v, "<|endoftext|>", TT_CONTROL);
     for (int b = 0; b < 256; b++) {
         char p[8];
         snprintf(p, sizeof p, "<0x%02X>", b);
@@ -402,6 +420,56 @@ static int add_moe_layer(synth *s, const gt_synth_shape *m, int l)
     return 0;
 }
 
+/* A 1-D f32 vector of given values (RoPE factors). */
+static int add_vector(synth *s, const char *name, const float *v, int64_t n)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    if (!x || keep(s, x) != 0)
+        return gt_err_set(s->err, "out of memory for tensor %s", name);
+    memcpy(x, v, (size_t)n * sizeof *x);
+    gt_gguf_writer_add_tensor(s->w, name, GT_TYPE_F32, 1, &n, x, (size_t)n * sizeof *x);
+    return 0;
+}
+
+static bool is_phi3(const gt_synth_shape *m) { return m->arch && strcmp(m->arch, "phi3") == 0; }
+
+#define MAX_PAIRS 256
+
+/* The RoPE factor tensors of presets with rope_orig_ctx (gt/synth.h).
+ * Llama 3: llama.cpp's converter rule (wavelengths under orig/4 keep 1,
+ * over orig get the factor 32, a smooth blend between). Phi-3: short
+ * factors 1 .. 1.1 and long 1 .. 32, growing with the wavelength as the
+ * published ones do. */
+static int add_rope_factors(synth *s, const gt_synth_shape *m)
+{
+    const int half = m->n_embd / m->n_head / 2;
+    float f[MAX_PAIRS], g[MAX_PAIRS];
+    if (m->rope_orig_ctx <= 0)
+        return 0;
+    if (half > MAX_PAIRS)
+        return gt_err_set(s->err, "rope dims %d exceed %d", 2 * half, 2 * MAX_PAIRS);
+    for (int j = 0; j < half; j++) {
+        const double t = half > 1 ? (double)j / (half - 1) : 0.0;
+        const double wavelen = 2.0 * M_PI * pow(m->rope_base, 2.0 * j / (2.0 * half));
+        const double factor = 32.0, low = 1.0, high = 4.0, orig = m->rope_orig_ctx;
+        if (wavelen < orig / high)
+            f[j] = 1.0f;
+        else if (wavelen > orig / low)
+            f[j] = (float)factor;
+        else {
+            const double smooth = (orig / wavelen - low) / (high - low);
+            f[j] = (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+        }
+        g[j] = (float)(1.0 + 0.1 * t); /* phi3 short */
+        if (is_phi3(m))
+            f[j] = (float)(1.0 + 31.0 * t * t); /* phi3 long */
+    }
+    if (!is_phi3(m))
+        return add_vector(s, "rope_freqs.weight", f, half);
+    return add_vector(s, "rope_factors_long.weight", f, half) ||
+           add_vector(s, "rope_factors_short.weight", g, half);
+}
+
 static int add_weights(synth *s, const gt_synth_shape *m)
 {
     const int64_t E = m->n_embd, F = m->n_ff, V = m->n_vocab, HD = head_dim_of(m);
@@ -409,13 +477,13 @@ static int add_weights(synth *s, const gt_synth_shape *m)
     const double sE = 0.5 / sqrt((double)E), sF = 0.5 / sqrt((double)F);
     const char *arch = gt_synth_arch(m);
     const bool qwen2 = strcmp(arch, "qwen2") == 0, qwen3 = strcmp(arch, "qwen3") == 0;
-    /* A tied embedding is also the output: the newer presets give it the
+    /* A tied embedding is also the output: the qwen presets give it the
      * output matrix's scale so that their logits are not flat (the llama
      * presets keep theirs, and their files' bytes). */
-    const double sEmb = m->tied_output && m->arch ? 1.0 / sqrt((double)E) : sE;
+    const double sEmb = m->tied_output && (qwen2 || qwen3) ? 1.0 / sqrt((double)E) : sE;
     /* and a larger attention output, so that attention moves the logits */
-    const double sO = m->arch ? 1.0 / sqrt((double)QD) : sE;
-    if (add_matrix(s, "token_embd.weight", E, V, sEmb))
+    const double sO = qwen2 || qwen3 ? 1.0 / sqrt((double)QD) : sE;
+    if (add_matrix(s, "token_embd.weight", E, V, sEmb) || add_rope_factors(s, m))
         return -1;
     for (int l = 0; l < m->n_layer; l++) {
         if (m->n_expert > 0) {
@@ -425,6 +493,15 @@ static int add_weights(synth *s, const gt_synth_shape *m)
         }
         char n[64];
 #define NAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix), n)
+        if (is_phi3(m)) { /* fused: Q, K, V rows stacked; gate rows then up rows */
+            if (add_norm(s, NAME("attn_norm"), E) ||
+                add_matrix(s, NAME("attn_qkv"), E, E + 2 * KV, sE) ||
+                add_matrix(s, NAME("attn_output"), E, E, sE) || add_norm(s, NAME("ffn_norm"), E) ||
+                add_matrix(s, NAME("ffn_up"), E, 2 * F, sE) ||
+                add_matrix(s, NAME("ffn_down"), F, E, sF))
+                return -1;
+            continue;
+        }
         if (add_norm(s, NAME("attn_norm"), E) || add_matrix(s, NAME("attn_q"), E, QD, sE) ||
             add_matrix(s, NAME("attn_k"), E, KV, sE) ||
             add_matrix(s, NAME("attn_v"), E, KV, sE) ||
@@ -474,6 +551,7 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
     char name[64], key[96];
     const char *arch = gt_synth_arch(m);
     snprintf(name, sizeof name, "synth-%s", m->name);
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     gt_gguf_writer_set_str(w, "general.architecture", arch);
     gt_gguf_writer_set_str(w, "general.name", name);
     gt_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
@@ -500,6 +578,14 @@ static void add_metadata(gt_gguf_writer *w, const gt_synth_shape *m, uint64_t se
         gt_gguf_writer_set_u32(w, AK("expert_feed_forward_length"), (uint32_t)m->n_ff_exp);
     }
 #undef AK
+    if (is_phi3(m) && m->rope_orig_ctx > 0) { /* as llama.cpp's converter writes LongRoPE */
+        const double scale = (double)m->n_ctx / m->rope_orig_ctx;
+        gt_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                               (uint32_t)m->rope_orig_ctx);
+        gt_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                               (float)sqrt(1.0 + log(scale) / log((double)m->rope_orig_ctx)));
+    }
+#undef KEY
     gt_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     gt_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, (uint64_t)v->n);
     gt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GT_GGUF_FLOAT32, v->score, (uint64_t)v->n);
@@ -534,7 +620,7 @@ int gt_synth_write(const char *path, const char *preset, uint64_t seed, gt_type 
     vocab v;
     synth s = {.seed = seed, .type = type, .err = err};
     int rc = -1;
-    if (build_vocab(&v, m->n_vocab) != 0) {
+    if (build_vocab(&v, m->n_vocab, is_phi3(m)) != 0) {
         gt_err_set(err, "cannot build a %d-token vocabulary", m->n_vocab);
         return -1; /* build_vocab has freed v */
     }

@@ -23,8 +23,15 @@
  *             iparams: [0]=n_heads in the row, [1]=head_dim, [2]=rope_dim
  *             (rotated dims; the rest pass through), [3]=pos0 (row i has
  *             position pos0+i), [4]=mode (0 = adjacent pairs (x0,x1),
- *             1 = NeoX halves (x_j, x_{j+d/2})); fparams[0]=freq_base.
- *             theta_j = pos * base^(-2j/rope_dim)
+ *             1 = NeoX halves (x_j, x_{j+d/2})); fparams[0]=freq_base,
+ *             [1]=freq_scale, [2]=attn_factor (0 in either means 1);
+ *             b (optional, NULL = all ones) = F32 frequency factors, rope_dim/2
+ *             values (Llama 3's rope_freqs, Phi-3's long/short factors):
+ *             theta_j = freq_scale * pos * base^(-2j/rope_dim) / b[j]
+ *             and the rotated pair is (x0 c - x1 s, x0 s + x1 c) with
+ *             c = attn_factor cos(theta_j), s = attn_factor sin(theta_j)
+ *             (llama.cpp's ggml_rope_ext without YaRN: ext_factor 0);
+ *             dims past rope_dim pass through unscaled.
  *   KV_STORE  copy a (F32 [n_tok rows of kv_dim]) into rows pos0.. of the
  *             cache tensor b (F32 [n_ctx rows of kv_dim]); iparams[0]=pos0.
  *             t is a view of b (the rows written); nothing else is produced.
@@ -119,7 +126,7 @@ typedef struct gt_tensor {
     gt_op op;
     struct gt_tensor *src[3];
     int32_t iparams[6];
-    float fparams[2];
+    float fparams[4];
 } gt_tensor;
 
 static inline size_t gt_tensor_row_bytes(const gt_tensor *t)

@@ -1,6 +1,6 @@
 /* model.h: a model read from a GGUF artifact: the llama family (llama,
- * mistral), Gemma 3 (gemma3), Qwen 2 (qwen2) or Qwen 3 (qwen3), each with
- * its own graph.
+ * mistral), Gemma 3 (gemma3), Qwen 2 (qwen2), Qwen 3 (qwen3) or Phi-3 (phi3),
+ * each with its own graph.
  *
  * Hyper-parameters come from metadata ("<arch>.block_count", ...); weights
  * stay in the mmapped file (no dequantized copy). The model knows how to
@@ -18,6 +18,7 @@
 typedef enum gt_arch {
     GT_ARCH_LLAMA,  /* RMSNorm, RoPE, GQA, SwiGLU (llama, mistral) */
     GT_ARCH_GEMMA3, /* + QK-norm, post-norms, GELU FFN, scaled embeddings, sliding window */
+    GT_ARCH_PHI3,   /* llama with fused QKV and gate/up, NeoX RoPE, long/short RoPE factors */
     GT_ARCH_QWEN3MOE, /* llama attention + QK-norm, NeoX RoPE; FFN = softmax-routed experts */
     GT_ARCH_QWEN2,  /* llama + q/k/v biases, NeoX RoPE */
     GT_ARCH_QWEN3,  /* llama + per-head q/k RMS norm, NeoX RoPE, head_dim from key_length */
@@ -46,6 +47,9 @@ typedef struct gt_hparams {
     int swa_window;    /* sliding window of the local layers (0: every layer is global) */
     int swa_period;    /* with a window: layer l is global when (l+1) % swa_period == 0 */
     float rope_base_local; /* rope base of the local layers */
+    float rope_freq_scale; /* rope.scaling linear: 1/factor (1: none) */
+    float rope_attn_factor; /* cos/sin magnitude (phi3 long-rope; 1: none) */
+    int n_ctx_orig;    /* rope.scaling.original_context_length (phi3: long factors past it) */
     /* mixture of experts (qwen3moe; 0 otherwise) */
     int n_expert;      /* experts per layer */
     int n_expert_used; /* experts each token runs (top-k of the router) */

@@ -1,4 +1,4 @@
-/* synth.h: synthetic models (llama, qwen2, qwen3, qwen3moe), written as GGUF.
+/* synth.h: synthetic models (llama, phi3, qwen2, qwen3, qwen3moe), written as GGUF.
  *
  * A synthetic model has a real model's shape, metadata and tokenizer but
  * seeded random weights, so tests and CI have artifacts of any size and any
@@ -25,6 +25,11 @@ typedef struct gt_synth_shape {
      * qwen3moe: experts per layer, experts used per token, one expert's
      * feed-forward width */
     int head_dim, n_expert, n_expert_used, n_ff_exp;
+    /* RoPE factors' original context (0: none). llama: rope_freqs.weight by
+     * Llama 3's rule (factor 32, low 1, high 4, this as the original
+     * context); phi3: rope_factors_long/short and the LongRoPE attn_factor,
+     * with this as rope.scaling.original_context_length. */
+    int rope_orig_ctx;
 } gt_synth_shape;
 
 /* The preset's architecture ("llama" when it names none). */
