@@ -28,6 +28,15 @@ PAIRS=(
   "nightly.json smollm2-135m smollm2-135m"
   "kquants.json smollm2-135m smollm2-135m"
   "ci.json gemma3-270m gemma3-270m"
+  "ci.json synth-llama3-tiny synth-llama3-tiny"
+  "ci.json synth-phi3-tiny synth-phi3-tiny"
+  "ci.json synth-qwen2-tiny synth-qwen2-tiny"
+  "ci.json synth-qwen3-tiny synth-qwen3-tiny"
+  "ci.json synth-qwen3moe-tiny synth-qwen3moe-tiny"
+  "nightly.json synth-llama3.2-1b synth-llama3.2-1b"
+  "nightly.json synth-phi3-mini synth-phi3-mini"
+  "nightly.json synth-qwen2.5-0.5b synth-qwen2.5-0.5b"
+  "nightly.json synth-qwen3-0.6b synth-qwen3-0.6b"
 )
 for p in "${PAIRS[@]}"; do
   read -r matrix model file <<<"$p"
