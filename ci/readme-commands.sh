@@ -83,6 +83,7 @@ entry 'gauntlet generate -m MODEL -b cpu -p "Once upon a time" -n 64 [--temp 0.8
 entry 'gauntlet logits -m MODEL -b opencl -p "Zoo" [--json]' opencl
 entry 'gauntlet quantize IN.gguf OUT.gguf q8_0' run 'out.gguf'
 entry 'gauntlet synth OUT.gguf --preset tiny|smollm2-135m --seed 1 [--type q4_0]' run 'out.gguf'
+entry 'gauntlet synth OUT.gguf --arch qwen3 --preset qwen3-tiny' run 'out.gguf'
 entry 'gauntlet test-ops -b cpu' run
 entry 'gauntlet bench -m MODEL -b cpu -t 2' run
 entry 'gauntlet fetch --url URL --sha256 H' run 'cache/gauntlet/models/stories260K.gguf'
