@@ -66,6 +66,7 @@ START_TEST(peer_matrix_qualifies)
     ck_assert_str_eq(q_text(h, "SELECT backend || ' ' || status FROM cells ORDER BY idx"),
                      "llama-server xfail\nserve-cpu pass\nllama-server-chat xfail\n"
                      "serve-cpu-chat pass\nserve-reference pass\n"
+                     "llama-server xfail\nserve-cpu pass\nserve-reference pass\n"
                      "llama-server xfail\nserve-cpu pass\nserve-reference pass\n");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(DISTINCT r.suite) FROM results r JOIN cells c ON"
                               " c.id = r.cell WHERE c.backend = 'llama-server-chat' AND r.suite IN"
@@ -75,15 +76,15 @@ START_TEST(peer_matrix_qualifies)
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
                               " WHERE c.backend LIKE 'llama-server%%' AND m.name = 'echo_method'"
                               " AND m.value = 0"),
-                     3);
+                     4);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM metrics m JOIN cells c ON c.id = m.cell"
                               " WHERE m.name IN ('drift_top1', 'drift_kld_topn_mean') AND"
                               " m.verdict = 'pass'"),
-                     16);
+                     22);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
                               " WHERE c.backend LIKE 'llama-server%%' AND r.suite = 'functional'"
                               " AND r.status = 'fail'"),
-                     15);
+                     20);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE name = 'llama.cpp llama-server'"
                               " AND driver_version LIKE '%%0c1e57098'"),
                      1);
@@ -97,14 +98,14 @@ START_TEST(peer_matrix_without_peer_skips)
 {
     int rc = run("GT_PEER_DIR=/nonexistent " BIN " qualify '%s/matrices/peer.json' --db nopeer.sqlite"
                  " --backends llama-server,llama-server-chat", GT_SOURCE_DIR);
-    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 3 cells were skipped") &&
+    ck_assert_msg(rc == 1 && strstr(g_out, "FAIL run: 0 cells ran: all 4 cells were skipped") &&
                       !strstr(g_out, "not in allowed_skips"),
                   "exit %d:\n%s", rc, g_out);
     sqlite3 *h = db_open("nopeer.sqlite");
     ck_assert_msg(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'skip' AND reason LIKE"
                            " 'not built: the start command exited with code 77: peer not built:"
                            " no llama-server in /nonexistent/llama.cpp-0.3.36-%%"
-                           " (run ci/peer-llamacpp.sh)'") == 3,
+                           " (run ci/peer-llamacpp.sh)'") == 4,
                   "%s", q_text(h, "SELECT status || ': ' || reason FROM cells"));
     sqlite3_close(h);
 }
