@@ -198,6 +198,15 @@ static void backends_agree(const char *preset, gt_type type)
             printf("%s %s: opencl not checked: %s\n", preset, gt_type_name(type), opencl_why);
             continue;
         }
+        if (bi == 1 && gt_test_sanitized()) {
+            /* LeakSanitizer's tracer crashes (signal 11) stopping PoCL's
+             * threads at this case's exit under ci/sanitize.sh's options;
+             * test_opencl and test_qwen3moe run opencl under ASan, and the
+             * plain build runs this comparison. */
+            printf("%s %s: opencl not checked in the sanitized build (the plain build does)\n",
+                   preset, gt_type_name(type));
+            continue;
+        }
         int32_t got[N_GEN];
         greedy(m, backends[bi], PROMPT, N_PROMPT, got);
         for (int k = 0; k < N_GEN; k++)

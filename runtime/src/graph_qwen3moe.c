@@ -58,7 +58,14 @@ void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits)
         qr->fparams[0] = kr->fparams[0] = hp->rope_base;
 
         gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
-        gt_graph_kv_store(s, kc, vc, kr, v, n, pos0, pos0);
+        gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,
+                                   kc->offset + (size_t)pos0 * KV * sizeof(float));
+        gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
+                                   vc->offset + (size_t)pos0 * KV * sizeof(float));
+        if (kv_stores(s, n, pos0)) {
+            node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
+            node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
+        }
 
         gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
         int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, pos0, attn_window(s, 0)};
@@ -95,5 +102,15 @@ void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits)
         x = node(s, GT_OP_ADD, same(s, x, "ffn_res"), x, mo, NULL);
     }
 
-    gt_graph_output(s, x, n, all_logits);
+    s->layer = -1;
+    /* output: only the rows whose logits are wanted */
+    const int rows = all_logits ? n : 1;
+    gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
+                               x->offset + (size_t)(n - rows) * E * sizeof(float));
+    gt_tensor *xn = new_tensor(s, "result_norm_rms", GT_TYPE_F32, E, rows, s->scratch,
+                               s->act_offset[A_XB]);
+    node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
+    xn = node(s, GT_OP_MUL, same(s, xn, "result_norm"), xn, weight_t(s, m->out_norm), NULL);
+    node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
+         weight_t(s, m->output), xn, NULL);
 }

@@ -175,11 +175,6 @@ static inline int attn_window(const gt_session *s, int window)
 void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits);
-/* graph_common.c: a layer's K/V rows into the cache (cache rows from row0;
- * positions from pos0), and the output head over the last hidden state x. */
-void gt_graph_kv_store(gt_session *s, gt_tensor *kc, gt_tensor *vc, gt_tensor *k, gt_tensor *v,
-                       int n, int pos0, int row0);
-void gt_graph_output(gt_session *s, gt_tensor *x, int n, bool all_logits);
 void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits);
 void gt_graph_qwen(gt_session *s, int n, int pos0, bool all_logits); /* qwen2, qwen3 */
 
