@@ -9,9 +9,7 @@
 #   env:   XDG_CACHE_HOME
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VERSION=0.3.36
-SDIST=llama_cpp_python-$VERSION.tar.gz
-SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+. "$ROOT/ci/peer-sdist.sh"
 VOCABS=(ggml-vocab-llama-bpe ggml-vocab-qwen2 ggml-vocab-phi-3)
 dest=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/models/vocab
 
@@ -30,19 +28,16 @@ if complete; then echo "ci/fetch-vocabs.sh: ${VOCABS[*]} in $dest"; exit 0; fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gt-vocabs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "ci/fetch-vocabs.sh: downloading $SDIST (76 MB) from PyPI for llama.cpp's vocabularies" >&2
-python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$work" >&2 ||
-  { echo "ci/fetch-vocabs.sh: cannot download $SDIST" >&2; exit 1; }
-[ "$(sha256sum "$work/$SDIST" | cut -d' ' -f1)" = "$SDIST_SHA256" ] ||
-  { echo "ci/fetch-vocabs.sh: $SDIST does not have sha256 $SDIST_SHA256" >&2; exit 1; }
+echo "ci/fetch-vocabs.sh: downloading $PEER_SDIST (76 MB) from PyPI for llama.cpp's vocabularies" >&2
+peer_sdist_download "$work" || exit 1
 members=()
 for v in "${VOCABS[@]}"; do
   for f in "$v.gguf" "$v.gguf.inp" "$v.gguf.out"; do
-    members+=("llama_cpp_python-$VERSION/vendor/llama.cpp/models/$f")
+    members+=("$PEER_TREE/models/$f")
   done
 done
-tar -xzf "$work/$SDIST" -C "$work" "${members[@]}" ||
-  { echo "ci/fetch-vocabs.sh: $SDIST lacks the vocabularies" >&2; exit 1; }
+tar -xzf "$work/$PEER_SDIST" -C "$work" "${members[@]}" ||
+  { echo "ci/fetch-vocabs.sh: $PEER_SDIST lacks the vocabularies" >&2; exit 1; }
 mkdir -p "$dest"
 for m in "${members[@]}"; do install -m 0644 "$work/$m" "$dest/$(basename "$m")"; done
 complete || { echo "ci/fetch-vocabs.sh: a vocabulary does not match its sha256 in tests/models.json" >&2; exit 1; }

@@ -23,14 +23,14 @@
 # Never part of ci/test.sh: the build takes ~10 min on 2 cores.
 set -euo pipefail
 
-VERSION=0.3.36
-SDIST=llama_cpp_python-$VERSION.tar.gz
-SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-# The sdist carries no .git; its CHANGELOG names the llama.cpp commit of the release.
-COMMIT=0c1e57098
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/ci/peer-sdist.sh"
+VERSION=$PEER_VERSION
+SDIST=$PEER_SDIST
+SDIST_SHA256=$PEER_SDIST_SHA256
+COMMIT=$PEER_COMMIT
 CMAKE_TOOLS=(llama-server llama-bench llama-cli llama-perplexity)
 TOOLS=("${CMAKE_TOOLS[@]}" gt-peer-oracle)
-here=$(cd "$(dirname "$0")/.." && pwd)
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet/peer
 root=${GT_PEER_DIR:-$cache}
@@ -75,14 +75,9 @@ work=$dir.work
 rm -rf "$work"
 mkdir -p "$work"
 echo "peer: downloading $SDIST from PyPI" >&2
-python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$work" >&2
-got=$(sha256sum "$work/$SDIST" | cut -d' ' -f1)
-if [ "$got" != "$SDIST_SHA256" ]; then
-  echo "ci/peer-llamacpp.sh: $SDIST has sha256 $got, expected $SDIST_SHA256" >&2
-  exit 1
-fi
+peer_sdist_download "$work" || exit 1
 tar -xzf "$work/$SDIST" -C "$work"
-src=$work/llama_cpp_python-$VERSION/vendor/llama.cpp
+src=$work/$PEER_TREE
 
 avx512=OFF
 [ $isa = avx512 ] && avx512=ON

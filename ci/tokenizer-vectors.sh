@@ -32,15 +32,11 @@ trap 'rm -rf "$work"' EXIT
 only=${GT_TOK_ONLY:-}
 src=${1:-}
 if [ -z "$src" ]; then
-  version=${source#*==}
-  sdist=llama_cpp_python-$version.tar.gz
-  want=$(sed -n 's/^SDIST_SHA256=//p' "$here/ci/peer-llamacpp.sh")
-  python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work" >&2
-  got=$(sha256sum "$work/$sdist" | cut -d' ' -f1)
-  [ "$got" = "$want" ] || { echo "ci/tokenizer-vectors.sh: $sdist sha256 $got, expected $want" >&2; exit 1; }
-  tar -xzf "$work/$sdist" -C "$work" --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*' \
+  . "$here/ci/peer-sdist.sh"
+  peer_sdist_download "$work" || exit 1
+  tar -xzf "$work/$PEER_SDIST" -C "$work" --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*' \
     '*/vendor/llama.cpp/gguf-py/*'
-  src=$work/llama_cpp_python-$version/vendor/llama.cpp
+  src=$work/$PEER_TREE
 fi
 
 wanted() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }

@@ -28,6 +28,7 @@
 
 #include "gt/backend.h"
 #include "gt/model.h"
+#include "gt/sampler.h"
 #include "gt/session.h"
 #include "gt/synth.h"
 #include "testutil.h"
@@ -91,15 +92,6 @@ static void find_goldens(void)
             free(path);
     }
     closedir(d);
-}
-
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
 }
 
 START_TEST(test_golden)
@@ -190,9 +182,9 @@ START_TEST(test_golden)
         if (gap > tie) {
             top1_judged++;
             int want = cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valueint;
-            top1_same += argmax(lg, n_vocab) == want;
-            ck_assert_msg(argmax(lg, n_vocab) == want, "%s: position %d: top-1 %d, llama.cpp %d",
-                          preset, i, argmax(lg, n_vocab), want);
+            top1_same += gt_argmax(lg, n_vocab) == want;
+            ck_assert_msg(gt_argmax(lg, n_vocab) == want, "%s: position %d: top-1 %d, llama.cpp %d",
+                          preset, i, gt_argmax(lg, n_vocab), want);
         }
     }
 
@@ -205,7 +197,7 @@ START_TEST(test_golden)
     for (int step = 0; step < n_greedy; step++) {
         const cJSON *e = cJSON_GetArrayItem(greedy, step);
         int want = cJSON_GetObjectItem(e, "id")->valueint;
-        int32_t got = argmax(last, n_vocab);
+        int32_t got = gt_argmax(last, n_vocab);
         if (got != want) {
             ck_assert_msg(cJSON_GetObjectItem(e, "gap")->valuedouble < tie,
                           "%s: greedy step %d: %d, llama.cpp %d (gap %g)", preset, step, got,
