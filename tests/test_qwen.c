@@ -1,4 +1,4 @@
-/* test_qwen.c: the qwen2 and qwen3 graphs (runtime/src/graph_qwen.c) on
+/* test_qwen.c: qwen2 and qwen3 through the llama-family graph (runtime/src/graph_llama.c) on
  * synthetic models (gauntlet synth presets qwen2-tiny, qwen3-tiny).
  *
  * 1. Against llama.cpp: tests/vectors/qwen_llamacpp.json holds llama.cpp's

@@ -41,7 +41,7 @@ struct gt_model {
     const gt_gguf_tensor *output;    /* (n_vocab rows of n_embd); == tok_embd when tied */
     gt_layer_weights *layers;        /* (n_layer) */
     /* RoPE frequency factors (rope_dim/2, f32), NULL when the file has none:
-     * Llama 3's rope_freqs; Phi-3's long and short (graph_phi3.c picks one). */
+     * Llama 3's rope_freqs; Phi-3's long and short (graph_llama.c picks one). */
     const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
 };
 

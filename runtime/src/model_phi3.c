@@ -3,7 +3,7 @@
  * Phi-3 is the llama graph with three differences in the file and one in
  * the math, as llama.cpp 0c1e57098 (src/models/phi3.cpp) reads it:
  *   - Q, K and V are one matrix, blk.N.attn_qkv.weight, whose rows are Q's
- *     (n_embd), then K's, then V's (kv_dim each); graph_phi3.c multiplies
+ *     (n_embd), then K's, then V's (kv_dim each); graph_llama.c multiplies
  *     by row views of it, so MUL_MAT is unchanged. A file with separate
  *     attn_q/attn_k/attn_v is read too (llama.cpp accepts both);
  *   - gate and up are one matrix, blk.N.ffn_up.weight with 2 n_ff rows:
@@ -14,7 +14,7 @@
  *     each, shared by every layer). llama.cpp uses the long ones when the
  *     context a sequence may reach exceeds rope.scaling.original_context_length
  *     (n_ctx_seq > n_ctx_orig_yarn, n_ctx_seq being the context rounded up
- *     to a multiple of 256) and the short ones otherwise; graph_phi3.c
+ *     to a multiple of 256) and the short ones otherwise; graph_llama.c
  *     applies that rule to the session's n_ctx. The converter
  *     also writes rope.scaling.attn_factor (sqrt(1 + ln(s)/ln(orig)) for a
  *     LongRoPE model), which scales cos and sin at every context length;

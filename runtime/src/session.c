@@ -10,7 +10,7 @@
  *            runs in order, so layer l+1 may overwrite what layer l wrote)
  *   logits   grown on demand: 1 row, or n_batch rows when all are asked for
  * The graph is rebuilt for every batch (a few hundred small structs) by the
- * architecture's builder (graph_llama.c, graph_gemma3.c, graph_qwen.c, graph_qwen3moe.c). */
+ * architecture's builder (graph_llama.c for the llama family, graph_gemma3.c). */
 #include "gt/session.h"
 
 #include "fault.h"
@@ -320,13 +320,7 @@ int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits
         const gt_arch arch = s->model->hp.arch_id;
         if (arch == GT_ARCH_GEMMA3)
             gt_graph_gemma3(s, nb, pos, all_logits);
-        else if (s->model->hp.arch_id == GT_ARCH_PHI3)
-            gt_graph_phi3(s, nb, pos, all_logits);
-        else if (s->model->hp.arch_id == GT_ARCH_QWEN3MOE)
-            gt_graph_qwen3moe(s, nb, pos, all_logits);
-        else if (arch == GT_ARCH_QWEN2 || arch == GT_ARCH_QWEN3)
-            gt_graph_qwen(s, nb, pos, all_logits);
-        else
+        else /* llama, mistral, phi3, qwen2, qwen3, qwen3moe */
             gt_graph_llama(s, nb, pos, all_logits);
         gt_graph g = {s->nodes, s->n_nodes};
         if (!want)

@@ -172,10 +172,7 @@ static inline int attn_window(const gt_session *s, int window)
 /* The forward pass of n tokens at positions pos0.. into s->nodes; the
  * last three nodes are the output head (norm, weight, logits), which
  * session.c drops for a batch whose logits nobody reads. */
-void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits);
+void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits); /* + phi3, qwen* */
 void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
-void gt_graph_phi3(gt_session *s, int n, int pos0, bool all_logits);
-void gt_graph_qwen3moe(gt_session *s, int n, int pos0, bool all_logits);
-void gt_graph_qwen(gt_session *s, int n, int pos0, bool all_logits); /* qwen2, qwen3 */
 
 #endif
