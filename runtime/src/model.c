@@ -132,20 +132,7 @@ static int read_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     if (qwen)
         return gt_model_read_qwen(g, hp, err);
     hp->arch_id = GT_ARCH_LLAMA;
-    if (hp->n_embd % hp->n_head != 0)
-        return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
-                          hp->n_embd, hp->n_head);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if (gt_model_head_dim_keys(g, hp, err)) return -1;
-    hp->q_dim = hp->n_embd;
-    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-    hp->embd_scale = 1.0f;
-    if (arch_int(g, arch, "rope.dimension_count", hp->head_dim, &v, err)) return -1;
-    hp->rope_dim = (int)v;
-    if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2 != 0)
-        return gt_err_set(err, "rope.dimension_count %d does not fit head size %d",
-                          hp->rope_dim, hp->head_dim);
-    hp->rope_base_local = hp->rope_base;
+    if (gt_model_head_shape(g, hp, GT_HEAD_FIXED, err)) return -1;
     hp->rope_mode = 0; /* llama.cpp's llama GGUFs store Q/K permuted for adjacent pairs */
     return gt_model_rope_scaling(g, hp, err);
 }

@@ -95,9 +95,11 @@ int gt_qwen3moe_weights(gt_model *m, gt_err *err);
  * returns how many there are. */
 int gt_model_unread_keys(const gt_gguf *g, const char *arch, const uint8_t *key_read,
                          char *buf, size_t cap);
-/* "<arch>.attention.key_length/value_length", when present, equal head_dim
- * (refused by name otherwise). */
-int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err);
+/* model_rope.c: head size, q width, rope.dimension_count, attention scale
+ * (see there for the rules); and RoPE scaling. */
+#define GT_HEAD_FIXED 1u /* heads of n_embd / n_head only */
+#define GT_ROPE_WHOLE 2u /* RoPE over whole heads only */
+int gt_model_head_shape(const gt_gguf *g, gt_hparams *hp, unsigned rules, gt_err *err);
 /* "<arch>.rope.scaling.*": none or linear (freq_scale = 1/factor) and
  * attn_factor; any other type is refused by name. */
 int gt_model_rope_scaling(const gt_gguf *g, gt_hparams *hp, gt_err *err);

@@ -24,29 +24,10 @@ int gt_model_read_qwen(const gt_gguf *g, gt_hparams *hp, gt_err *err)
 {
     const char *arch = hp->arch;
     const bool qwen3 = strcmp(arch, "qwen3") == 0;
-    int64_t v;
     hp->arch_id = qwen3 ? GT_ARCH_QWEN3 : GT_ARCH_QWEN2;
-    /* key_length defaults to n_embd / n_head, as in llama.cpp */
-    const int64_t def = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
-    if (gt_model_arch_int(g, arch, "attention.key_length", def, &v, err)) return -1;
-    hp->head_dim = (int)v;
-    if (gt_model_arch_int(g, arch, "attention.value_length", hp->head_dim, &v, err)) return -1;
-    if (v != hp->head_dim)
-        return gt_err_set(err, "%s.attention.value_length %lld differs from key_length %d", arch,
-                          (long long)v, hp->head_dim);
-    hp->q_dim = hp->n_head * hp->head_dim;
-    if (!qwen3 && hp->q_dim != hp->n_embd)
-        return gt_err_set(err, "qwen2: head_count %d x key_length %d is not embedding_length %d",
-                          hp->n_head, hp->head_dim, hp->n_embd);
-    if (gt_model_arch_int(g, arch, "rope.dimension_count", hp->head_dim, &v, err)) return -1;
-    if (v != hp->head_dim)
-        return gt_err_set(err, "%s.rope.dimension_count %lld is not the head size %d (%s rotates "
-                               "whole heads)", arch, (long long)v, hp->head_dim, arch);
-    hp->rope_dim = hp->head_dim;
+    /* qwen2's graph in llama.cpp has q n_embd wide; qwen3 states its head size */
+    if (gt_model_head_shape(g, hp, (qwen3 ? 0 : GT_HEAD_FIXED) | GT_ROPE_WHOLE, err)) return -1;
     hp->rope_mode = 1; /* NeoX halves */
-    hp->rope_base_local = hp->rope_base;
-    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-    hp->embd_scale = 1.0f;
     return 0;
 }
 

@@ -22,24 +22,8 @@ int gt_qwen3moe_hparams(const gt_gguf *g, gt_hparams *hp, gt_err *err)
     const char *arch = hp->arch;
     int64_t v;
     hp->arch_id = GT_ARCH_QWEN3MOE;
-    if (gt_model_arch_int(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &v, err))
-        return -1;
-    hp->head_dim = (int)v;
-    if (gt_model_arch_int(g, arch, "attention.value_length", hp->head_dim, &v, err)) return -1;
-    if (v != hp->head_dim)
-        return gt_err_set(err, "%s.attention.value_length %lld differs from key_length %d", arch,
-                          (long long)v, hp->head_dim);
-    if (gt_model_arch_int(g, arch, "rope.dimension_count", hp->head_dim, &v, err)) return -1;
-    if (v != hp->head_dim)
-        return gt_err_set(err, "%s.rope.dimension_count %lld differs from key_length %d "
-                               "(qwen3moe rotates whole heads)", arch, (long long)v,
-                          hp->head_dim);
-    hp->q_dim = hp->n_head * hp->head_dim;
-    hp->rope_dim = hp->head_dim;
+    if (gt_model_head_shape(g, hp, GT_ROPE_WHOLE, err)) return -1;
     hp->rope_mode = 1; /* NeoX halves */
-    hp->rope_base_local = hp->rope_base;
-    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-    hp->embd_scale = 1.0f;
 
     if (gt_model_arch_int(g, arch, "expert_count", -1, &v, err)) return -1;
     hp->n_expert = (int)v;

@@ -1,5 +1,6 @@
-/* model_rope.c: the RoPE and head-size keys the llama-like architectures
- * share (llama with Llama 3's factors, phi3): read through model_read.c's
+/* model_rope.c: the attention-shape and RoPE keys the llama-family
+ * architectures share (llama with Llama 3's factors, phi3, qwen2, qwen3,
+ * qwen3moe): read through model_read.c's
  * recording readers, each value either implemented or refused by name.
  * Its own file so that model.c and the architecture files that call it
  * form no call loop. */
@@ -12,21 +13,49 @@
 #define arch_int gt_model_arch_int
 #define arch_float gt_model_arch_float
 
-/* Llama 3.x and Phi-3 converts may state the head size
- * (attention.key_length / value_length); llama.cpp lets these differ from
- * n_embd / n_head, the llama and phi3 graphs do not. */
-int gt_model_head_dim_keys(const gt_gguf *g, const gt_hparams *hp, gt_err *err)
+/* The attention shape every llama-family architecture states the same way,
+ * as llama.cpp reads it: the head size is attention.key_length (default
+ * n_embd / n_head), value_length must equal it, q is n_head heads wide;
+ * rope.dimension_count (default the head size) is even and fits a head.
+ * GT_HEAD_FIXED: this architecture's graph has heads of n_embd / n_head
+ * (llama, phi3, qwen2), so another key_length is refused by name.
+ * GT_ROPE_WHOLE: it rotates whole heads (the Qwen family), so another
+ * rope.dimension_count is refused. */
+int gt_model_head_shape(const gt_gguf *g, gt_hparams *hp, unsigned rules, gt_err *err)
 {
-    int64_t kl, vl;
-    if (arch_int(g, hp->arch, "attention.key_length", hp->head_dim, &kl, err) ||
-        arch_int(g, hp->arch, "attention.value_length", hp->head_dim, &vl, err))
+    const char *arch = hp->arch;
+    const bool even = hp->n_embd % hp->n_head == 0;
+    if ((rules & GT_HEAD_FIXED) && !even)
+        return gt_err_set(err, "embedding_length %d is not a multiple of head_count %d",
+                          hp->n_embd, hp->n_head);
+    int64_t kl, vl, rd;
+    if (arch_int(g, arch, "attention.key_length", even ? hp->n_embd / hp->n_head : -1, &kl, err) ||
+        arch_int(g, arch, "attention.value_length", kl, &vl, err))
         return -1;
-    if (kl != hp->head_dim || vl != hp->head_dim)
+    if ((rules & GT_HEAD_FIXED) && (kl != hp->n_embd / hp->n_head || vl != kl))
         return gt_err_set(err, "unsupported: metadata key %s.attention.%s = %lld is not "
                                "implemented (the %s graph's head size is n_embd / "
-                               "head_count = %d)", hp->arch,
-                          kl != hp->head_dim ? "key_length" : "value_length",
-                          (long long)(kl != hp->head_dim ? kl : vl), hp->arch, hp->head_dim);
+                               "head_count = %d)", arch,
+                          kl != hp->n_embd / hp->n_head ? "key_length" : "value_length",
+                          (long long)(kl != hp->n_embd / hp->n_head ? kl : vl), arch,
+                          hp->n_embd / hp->n_head);
+    if (vl != kl)
+        return gt_err_set(err, "%s.attention.value_length %lld differs from key_length %lld", arch,
+                          (long long)vl, (long long)kl);
+    hp->head_dim = (int)kl;
+    hp->q_dim = hp->n_head * hp->head_dim;
+    if (arch_int(g, arch, "rope.dimension_count", hp->head_dim, &rd, err))
+        return -1;
+    if ((rules & GT_ROPE_WHOLE) && rd != hp->head_dim)
+        return gt_err_set(err, "%s.rope.dimension_count %lld is not the head size %d (%s rotates "
+                               "whole heads)", arch, (long long)rd, hp->head_dim, arch);
+    if (rd > hp->head_dim || rd % 2 != 0)
+        return gt_err_set(err, "rope.dimension_count %lld does not fit head size %d",
+                          (long long)rd, hp->head_dim);
+    hp->rope_dim = (int)rd;
+    hp->rope_base_local = hp->rope_base;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
     return 0;
 }
 
