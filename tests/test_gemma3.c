@@ -41,24 +41,6 @@ static const char *PROMPT = "The capital of France is";
 static const char *GOLDEN = "The capital of France is the capital of the country of France. It is "
                             "the largest city in France and";
 
-static const char *oracle_path(void)
-{
-    const char *p = getenv("GT_PYORACLE");
-    static char buf[4096];
-    if (p && *p)
-        return p;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/gauntlet/pyoracle",
-             xdg && *xdg ? xdg : home ? gt_test_join(home, ".cache") : "/tmp");
-    return buf;
-}
-
-static bool have_oracle(void)
-{
-    return gt_test_sh("PYTHONPATH='%s' python3 -c 'import gguf, numpy' >/dev/null 2>&1",
-                      oracle_path()) == 0;
-}
-
 START_TEST(reference_matches_numpy_oracle)
 {
     const char *path = getenv("GT_GEMMA3");
@@ -104,7 +86,7 @@ START_TEST(reference_matches_numpy_oracle)
     const char *out = gt_test_tmp("oracle.f32");
     ck_assert_int_eq(gt_test_sh("PYTHONPATH='%s' python3 '%s/tests/oracle/gemma3_forward.py' '%s' "
                                 "'%s' '%s'",
-                                oracle_path(), GT_SOURCE_DIR, path, list, out),
+                                gt_test_pyoracle(), GT_SOURCE_DIR, path, list, out),
                      0);
     float *want = (float *)gt_test_slurp(out);
     ck_assert_ptr_nonnull(want);
@@ -268,7 +250,7 @@ int main(void)
                    "Gemma 3 270M Q4_K_M not fetched ($GT_GEMMA3; ci/fetch-models.sh "
                    "gemma3-270m-q4_k_m)");
     gt_test_add_if(tc, reference_matches_numpy_oracle,
-                   have_model && have_oracle() && !gt_test_sanitized(),
+                   have_model && gt_test_have_pyoracle() && !gt_test_sanitized(),
                    !have_model ? "Gemma 3 270M Q4_K_M not fetched ($GT_GEMMA3; ci/fetch-models.sh "
                                  "gemma3-270m-q4_k_m)"
                    : gt_test_sanitized()

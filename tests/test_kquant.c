@@ -82,24 +82,6 @@ static void random_blocks(gt_type t, uint8_t *dst, size_t nb)
             }
 }
 
-static const char *oracle_path(void)
-{
-    const char *p = getenv("GT_PYORACLE");
-    static char buf[4096];
-    if (p && *p)
-        return p;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/gauntlet/pyoracle",
-             xdg && *xdg ? xdg : home ? gt_test_join(home, ".cache") : "/tmp");
-    return buf;
-}
-
-static bool have_oracle(void)
-{
-    return gt_test_sh("PYTHONPATH='%s' python3 -c 'import gguf, numpy' >/dev/null 2>&1",
-                      oracle_path()) == 0;
-}
-
 /* gguf-py's dequantization of the bytes in qpath (type name) into fpath. */
 static int oracle_dequantize(const char *name, const char *qpath, const char *fpath)
 {
@@ -108,7 +90,7 @@ static int oracle_dequantize(const char *name, const char *qpath, const char *fp
                       "q = np.fromfile(sys.argv[2], dtype=np.uint8)\n"
                       "quants.dequantize(q, T[sys.argv[1]]).astype(np.float32).tofile(sys.argv[3])\n"
                       "' %s '%s' '%s'",
-                      oracle_path(), name, qpath, fpath);
+                      gt_test_pyoracle(), name, qpath, fpath);
 }
 
 /* Our dequantization of nb blocks vs the oracle's, bit for bit. */
@@ -230,7 +212,7 @@ START_TEST(real_file_f32_matches_gguf_py)
                      0);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' python3 '%s/tests/oracle/dequant_compare.py' '%s' '%s'",
-             oracle_path(), GT_SOURCE_DIR, gemma, out);
+             gt_test_pyoracle(), GT_SOURCE_DIR, gemma, out);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[512], last[512] = "";
@@ -252,7 +234,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, type_table);
     tcase_add_loop_test(tc, quantization_error_bounded, 0, (int)N_CASES);
-    if (have_oracle()) {
+    if (gt_test_have_pyoracle()) {
         tcase_add_loop_test(tc, dequantize_matches_gguf_py, 0, (int)N_CASES);
         const char *gemma = getenv("GT_GEMMA3");
         if (gemma && access(gemma, R_OK) == 0)
@@ -262,7 +244,7 @@ int main(void)
                    " ($GT_GEMMA3; ci/fetch-models.sh gemma3-270m-q4_k_m)\n");
     } else {
         printf("SKIP dequantize_matches_gguf_py: gguf-py + numpy not importable from %s (ci/test.sh"
-               " installs them there with pip --target)\n", oracle_path());
+               " installs them there with pip --target)\n", gt_test_pyoracle());
     }
     suite_add_tcase(s, tc);
     return gt_test_run(s);

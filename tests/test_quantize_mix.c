@@ -40,24 +40,6 @@
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
 
-static const char *oracle_path(void)
-{
-    const char *p = getenv("GT_PYORACLE");
-    static char buf[4096];
-    if (p && *p)
-        return p;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/gauntlet/pyoracle",
-             xdg && *xdg ? xdg : home ? gt_test_join(home, ".cache") : "/tmp");
-    return buf;
-}
-
-static bool have_oracle(void)
-{
-    return gt_test_sh("PYTHONPATH='%s' python3 -c 'import gguf, numpy' >/dev/null 2>&1",
-                      oracle_path()) == 0;
-}
-
 static gt_gguf *open_or_fail(const char *path)
 {
     gt_gguf *g = NULL;
@@ -163,16 +145,16 @@ START_TEST(smollm2_mix)
     ck_assert_int_eq(gt_gguf_get_int(g, "general.file_type", -1), c->file_type);
     gt_gguf_close(g);
 
-    if (!have_oracle()) {
+    if (!gt_test_have_pyoracle()) {
         printf("SKIP gguf-py read of %s: gguf-py + numpy not importable from %s\n", c->scheme,
-               oracle_path());
+               gt_test_pyoracle());
     } else {
         snprintf(name, sizeof name, "smol-%s-f32.gguf", c->scheme);
         const char *f32 = gt_test_tmp(name);
         ck_assert_int_eq(gt_test_sh(BIN " quantize --quiet '%s' '%s' f32", out, f32), 0);
         ck_assert_msg(gt_test_sh("PYTHONPATH='%s' python3 '%s/tests/oracle/dequant_compare.py' "
                                  "'%s' '%s'",
-                                 oracle_path(), GT_SOURCE_DIR, out, f32) == 0,
+                                 gt_test_pyoracle(), GT_SOURCE_DIR, out, f32) == 0,
                       "%s: gguf-py's dequantization differs from ours (lines above)", c->scheme);
         unlink(f32);
     }

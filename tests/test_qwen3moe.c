@@ -118,24 +118,6 @@ START_TEST(loads_hparams_and_experts)
 }
 END_TEST
 
-static const char *oracle_path(void)
-{
-    const char *p = getenv("GT_PYORACLE");
-    static char buf[4096];
-    if (p && *p)
-        return p;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/gauntlet/pyoracle",
-             xdg && *xdg ? xdg : home ? gt_test_join(home, ".cache") : "/tmp");
-    return buf;
-}
-
-static bool have_oracle(void)
-{
-    return gt_test_sh("PYTHONPATH='%s' python3 -c 'import gguf, numpy' >/dev/null 2>&1",
-                      oracle_path()) == 0;
-}
-
 START_TEST(reference_matches_numpy_oracle)
 {
     const char *model = synth("moe-oracle.gguf", GT_TYPE_F32);
@@ -146,7 +128,7 @@ START_TEST(reference_matches_numpy_oracle)
     const char *out = gt_test_tmp("oracle.f32");
     ck_assert_int_eq(gt_test_sh("PYTHONPATH='%s' python3 '%s/tests/oracle/qwen3moe_forward.py' "
                                 "'%s' '%s' '%s'",
-                                oracle_path(), GT_SOURCE_DIR, model, list, out),
+                                gt_test_pyoracle(), GT_SOURCE_DIR, model, list, out),
                      0);
     float *want = (float *)gt_test_slurp(out);
     ck_assert_ptr_nonnull(want);
@@ -210,7 +192,7 @@ int main(void)
     tcase_add_test(tc, loads_hparams_and_experts);
     tcase_add_test(tc, backends_agree_f32);
     tcase_add_test(tc, backends_agree_q8_0);
-    gt_test_add_if(tc, reference_matches_numpy_oracle, have_oracle(),
+    gt_test_add_if(tc, reference_matches_numpy_oracle, gt_test_have_pyoracle(),
                    "gguf-py + numpy not importable from $GT_PYORACLE (ci/test.sh installs them)");
     suite_add_tcase(s, tc);
     return gt_test_run(s);

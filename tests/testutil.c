@@ -267,6 +267,24 @@ static const char *fetched_model(const char *env_name, const char *file, char *o
     return exists(out) ? out : NULL;
 }
 
+const char *gt_test_pyoracle(void)
+{
+    const char *p = getenv("GT_PYORACLE");
+    static char buf[4096];
+    if (p && *p)
+        return p;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    snprintf(buf, sizeof buf, "%s/gauntlet/pyoracle",
+             xdg && *xdg ? xdg : home ? gt_test_join(home, ".cache") : "/tmp");
+    return buf;
+}
+
+bool gt_test_have_pyoracle(void)
+{
+    return gt_test_sh("PYTHONPATH='%s' python3 -c 'import gguf, numpy' >/dev/null 2>&1",
+                      gt_test_pyoracle()) == 0;
+}
+
 const char *gt_test_fetched(const char *env_name, const char *file)
 {
     static char out[4096];

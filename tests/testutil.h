@@ -77,6 +77,12 @@ const char *gt_test_smollm2(void);
  * fills), or NULL. */
 const char *gt_test_gemma3(void);
 
+/* The test oracle we did not write (gguf-py + numpy, installed by
+ * ci/test.sh): its PYTHONPATH ($GT_PYORACLE, else the cache's
+ * gauntlet/pyoracle), and whether it imports. */
+const char *gt_test_pyoracle(void);
+bool gt_test_have_pyoracle(void);
+
 /* A fetched model: the file $env_name names, else FILE in the fetch cache
  * (ci/fetch-models.sh); NULL when neither exists. Static storage. */
 const char *gt_test_fetched(const char *env_name, const char *file);
