@@ -164,8 +164,14 @@ int gt_backend_open(const char *name, const gt_backend_config *cfg, gt_backend *
     if (!e->reg)
         return gt_err_set(err, "backend %s not available: %s", name, e->why);
     gt_backend_config def = {0};
-    if (e->reg->init(cfg ? cfg : &def, out, err) != 0)
+    if (!cfg)
+        cfg = &def;
+    if (cfg->n_batch < 0 || cfg->n_parallel < 0)
+        return gt_err_set(err, "backend %s: n_batch %d and n_parallel %d must be >= 0", name,
+                          cfg->n_batch, cfg->n_parallel);
+    if (e->reg->init(cfg, out, err) != 0)
         return gt_err_wrap(err, "backend %s", name);
+    (*out)->exec = (gt_exec_settings){cfg->n_threads, cfg->n_batch, cfg->n_parallel};
     return 0;
 }
 

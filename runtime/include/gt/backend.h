@@ -166,7 +166,23 @@ typedef struct gt_backend_config {
     int device;      /* index among the backend's devices */
     int n_threads;   /* 0 = backend default */
     const char *driver;
+    /* Execution settings every session on this backend starts with (a
+     * matrix cell's "settings"; gt_exec_settings); 0 = the session's own. */
+    int n_batch;
+    int n_parallel;
 } gt_backend_config;
+
+/* The execution settings a backend instance was opened with (a matrix
+ * cell's settings axis), kept by gt_backend_open for the sessions on it:
+ *   n_threads   as the backend was asked (0 = its default)
+ *   n_batch     tokens per micro-batch of a session that names none
+ *   n_parallel  sequences sharing each batch: a session that asks for one
+ *               sequence runs n_parallel - 1 seeded companion sequences
+ *               beside it (session.h), so every check of a cell runs with
+ *               others in its batches; 0 or 1 = alone */
+typedef struct gt_exec_settings {
+    int n_threads, n_batch, n_parallel;
+} gt_exec_settings;
 
 typedef struct gt_backend_iface {
     void (*free)(gt_backend *b);
@@ -188,6 +204,7 @@ struct gt_backend {
     const gt_backend_iface *iface;
     gt_device_info info;  /* the device this instance runs on */
     void *ctx;
+    gt_exec_settings exec; /* set by gt_backend_open */
 };
 
 /* A backend kind, as the registry lists it. probe fills up to max devices and

@@ -16,8 +16,15 @@
 #include "gt/model.h"
 
 typedef struct gt_session_params {
-    int n_ctx;    /* KV positions; 0 = min(model's trained context, 2048) */
-    int n_batch;  /* tokens per graph; longer evals are split; 0 = 512 */
+    int n_ctx;    /* KV positions per sequence; 0 = min(trained context, 2048) */
+    /* Tokens per graph (a micro-batch; longer evals are split); 0 = the
+     * backend's exec.n_batch, else 512. */
+    int n_batch;
+    /* Sequences the cache holds, each its own n_ctx positions (a slot):
+     * 0 = one, plus the backend's companions (exec.n_parallel - 1, below);
+     * N >= 1 = N sequences the caller drives with gt_session_eval_seqs and
+     * no companions. */
+    int n_seq_max;
     /* Sliding-window layers keep window - 1 + n_batch positions (all that a
      * batch can read), not n_ctx; true keeps n_ctx there too (tests compare
      * the two). */
@@ -30,23 +37,57 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
                    gt_session **out, gt_err *err);
 void gt_session_free(gt_session *s);
 
-/* Evaluates n tokens at positions n_past..n_past+n-1. logits receives
+/* Several sequences in one batch. Each entry appends n tokens to sequence
+ * seq (0 <= seq < gt_session_n_seq, each seq at most once per call) at its
+ * positions n_past(seq).., with its own causal mask (and sliding window)
+ * over its own positions only. The tokens of all entries are packed in
+ * entry order into micro-batches of at most n_batch tokens, a sequence's
+ * tokens in order, so sequences share batches and a long entry is split.
+ * logits as gt_session_eval, per entry. A sequence's logits do not depend
+ * on what else is in its batches, nor on the split (bit-identical on the
+ * reference backend; within op tolerances elsewhere). Fails, leaving every
+ * sequence unchanged, when an entry does not fit or an id is out of
+ * range; fails part-way only on a backend error. */
+typedef struct gt_seq_eval {
+    int seq;
+    const int32_t *tokens;
+    int n;
+    bool all_logits;
+    float *logits;
+} gt_seq_eval;
+int gt_session_eval_seqs(gt_session *s, const gt_seq_eval *e, int n_e, gt_err *err);
+/* Sequences this session holds (companions not counted), and one's length. */
+int gt_session_n_seq(const gt_session *s);
+int gt_session_seq_n_past(const gt_session *s, int seq);
+/* Forget sequence seq's positions >= n_past (0 removes it); others keep
+ * theirs. Fails like gt_session_truncate. */
+int gt_session_seq_truncate(gt_session *s, int seq, int n_past, gt_err *err);
+/* Companion sequences run beside sequence 0 (exec.n_parallel - 1 when the
+ * session was made with n_seq_max 0, else 0). Every gt_session_eval then
+ * also appends a few seeded filler tokens to each companion in the same
+ * micro-batches (ragged: 1 to 4 tokens each, and one companion restarts
+ * from empty every third eval); their logits are never computed. */
+int gt_session_n_companions(const gt_session *s);
+
+/* Evaluates n tokens of sequence 0 at positions n_past..n_past+n-1. logits receives
  * n_vocab floats per token when all_logits, else n_vocab floats for the last
  * token; it may be NULL. Fails (leaving the session unchanged) when the
  * tokens do not fit in the context or an id is out of range. */
 int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits,
                     float *logits, gt_err *err);
 
-int gt_session_n_past(const gt_session *s);
+int gt_session_n_past(const gt_session *s); /* sequence 0's */
 int gt_session_n_ctx(const gt_session *s);
 const gt_model *gt_session_model(const gt_session *s);
 gt_backend *gt_session_backend(const gt_session *s);
-/* Forget positions >= n_past (0 <= n_past <= current). With a bounded
+/* Sequence 0: forget positions >= n_past (0 <= n_past <= current). With a bounded
  * sliding-window cache, fails when positions the next token would attend to
  * in a window layer were already dropped. */
 int gt_session_truncate(gt_session *s, int n_past, gt_err *err);
 
-/* Serialized state: n_past plus the used part of the KV cache. */
+/* Serialized state: n_past plus the used part of the KV cache, of a
+ * one-sequence session (save and load refuse one with several sequences
+ * or companions). */
 size_t gt_session_state_size(const gt_session *s);
 int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *err);
 int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *err);
