@@ -17,6 +17,12 @@ double gt_now(void)
 int gt_cli_open(const char *verb, const char *model_path, const char *backend, int n_threads,
                 const char *driver, int n_ctx, gt_cli_run *run)
 {
+    return gt_cli_open_seqs(verb, model_path, backend, n_threads, driver, n_ctx, 0, run);
+}
+
+int gt_cli_open_seqs(const char *verb, const char *model_path, const char *backend, int n_threads,
+                     const char *driver, int n_ctx, int n_seq_max, gt_cli_run *run)
+{
     memset(run, 0, sizeof *run);
     gt_err err = {{0}};
     if (!model_path) {
@@ -34,7 +40,7 @@ int gt_cli_open(const char *verb, const char *model_path, const char *backend, i
         gt_cli_close(run);
         return -1;
     }
-    gt_session_params sp = {.n_ctx = n_ctx};
+    gt_session_params sp = {.n_ctx = n_ctx, .n_seq_max = n_seq_max};
     if (gt_session_new(run->model, run->backend, &sp, &run->session, &err) != 0) {
         fprintf(stderr, "gauntlet %s: %s\n", verb, err.msg);
         gt_cli_close(run);

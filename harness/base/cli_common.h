@@ -33,6 +33,10 @@ typedef struct gt_cli_run {
  * returns -1 (callers exit 2). driver and n_ctx may be NULL/0. */
 int gt_cli_open(const char *verb, const char *model_path, const char *backend, int n_threads,
                 const char *driver, int n_ctx, gt_cli_run *run);
+/* The same with a session of n_seq_max sequences (gt_session_params; 0 is
+ * gt_cli_open's one). */
+int gt_cli_open_seqs(const char *verb, const char *model_path, const char *backend, int n_threads,
+                     const char *driver, int n_ctx, int n_seq_max, gt_cli_run *run);
 void gt_cli_close(gt_cli_run *run);
 
 /* Parse helpers: print "gauntlet VERB: --opt expects ..." and return -1. */

@@ -28,8 +28,14 @@ static void help(FILE *f)
             "  -b, --backend NAME   reference (default), cpu, opencl, cuda\n"
             "      --host ADDR      numeric address to bind (default 127.0.0.1)\n"
             "      --port P         TCP port; 0 picks a free one (default 8080)\n"
-            "      --queue N        requests that may wait while one runs (default 32);\n"
-            "                       beyond that: 503 with Retry-After\n"
+            "      --parallel N     requests decoded together (default 1: one at a time).\n"
+            "                       N > 1: N sequences of -c positions each in one session;\n"
+            "                       every step is one batch with a token of each running\n"
+            "                       request (a new request's prompt prefilled in it), and a\n"
+            "                       finished request frees its place at once. Each request\n"
+            "                       keeps its own sampling, stop, timeout and stream\n"
+            "      --queue N        requests that may wait while the running ones run\n"
+            "                       (default 32); beyond that: 503 with Retry-After\n"
             "      --timeout S      per-request limit, queueing included (default 120): 504\n"
             "      --max-body N     request body limit in bytes (default 1048576): 413\n"
             "  -t, --threads N      backend threads (default: all cores)\n"
@@ -48,8 +54,8 @@ int cmd_serve(int argc, char **argv)
     const char *model = NULL, *backend = "reference", *driver = NULL, *chat_name = NULL;
     gt_server_opts so = {.host = "127.0.0.1", .port = 8080, .queue = 32, .max_body = 1 << 20,
                          .timeout_s = 120};
-    long v, threads = 0, n_ctx = 0;
-    enum { O_HOST = 256, O_PORT, O_QUEUE, O_TIMEOUT, O_BODY, O_DRIVER, O_CHAT };
+    long v, threads = 0, n_ctx = 0, parallel = 1;
+    enum { O_HOST = 256, O_PORT, O_QUEUE, O_TIMEOUT, O_BODY, O_DRIVER, O_CHAT, O_PARALLEL };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},      {"backend", required_argument, 0, 'b'},
         {"host", required_argument, 0, O_HOST},    {"port", required_argument, 0, O_PORT},
@@ -58,6 +64,7 @@ int cmd_serve(int argc, char **argv)
         {"driver", required_argument, 0, O_DRIVER}, {"ctx", required_argument, 0, 'c'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"chat-template", required_argument, 0, O_CHAT},
+        {"parallel", required_argument, 0, O_PARALLEL},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -89,6 +96,9 @@ int cmd_serve(int argc, char **argv)
         case 'c': if (gt_cli_int("serve", "-c", optarg, 1, 1 << 20, &n_ctx)) return GT_EXIT_USAGE; break;
         case O_DRIVER: driver = optarg; break;
         case O_CHAT: chat_name = optarg; break;
+        case O_PARALLEL:
+            if (gt_cli_int("serve", "--parallel", optarg, 1, 256, &parallel)) return GT_EXIT_USAGE;
+            break;
         case 'q': so.quiet = true; break;
         case 'h': help(stdout); return GT_EXIT_OK;
         default: help(stderr); return GT_EXIT_USAGE;
@@ -111,7 +121,10 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     gt_cli_run run;
-    if (gt_cli_open("serve", model, backend, (int)threads, driver, (int)n_ctx, &run) != 0)
+    /* --parallel 1 keeps the one-sequence session (and the serial worker):
+     * exactly what serve did before there was a --parallel. */
+    if (gt_cli_open_seqs("serve", model, backend, (int)threads, driver, (int)n_ctx,
+                         parallel > 1 ? (int)parallel : 0, &run) != 0)
         return GT_EXIT_USAGE;
     gt_chat_template chat;
     if (gt_chat_template_init(&chat, gt_gguf_get_str(gt_model_gguf(run.model),
@@ -135,6 +148,9 @@ int cmd_serve(int argc, char **argv)
     const bool v6 = strchr(so.host, ':') != NULL;
     fprintf(stderr, "gauntlet serve: %s on %s, context %d, loaded in %.2f s\n", ctx.model_id,
             backend, gt_session_n_ctx(run.session), run.load_seconds);
+    if (parallel > 1)
+        fprintf(stderr, "gauntlet serve: %ld requests decoded together, %d positions each\n",
+                parallel, gt_session_n_ctx(run.session));
     if (chat.family != GT_CHAT_NONE)
         fprintf(stderr, "gauntlet serve: chat template %s%s%s\n", gt_chat_family_name(chat.family),
                 chat_name ? " (--chat-template)" : "",

@@ -1,12 +1,14 @@
 /* serve.h: `gauntlet serve`: one model behind an OpenAI-compatible HTTP API.
  *
- * Three layers, one file each:
+ * Four parts, one file each:
  *   serve_request.c  a /v1/completions body -> a validated gt_serve_req, or
  *                    the 400 that says which parameter is wrong and why;
  *   serve_gen.c      one request run on the session: sampling, stop strings,
  *                    logprobs, and the OpenAI JSON (whole or as SSE chunks);
- *   serve_http.c     libmicrohttpd routing, the bounded queue, the worker
- *                    thread that owns the session, timeouts, shutdown.
+ *   serve_http.c     libmicrohttpd routing, the bounded queue, timeouts,
+ *                    shutdown;
+ *   serve_worker.c   the thread that owns the session: one request at a
+ *                    time, or (--parallel N) up to N decoded together.
  * The model session is used by the worker thread only; HTTP threads only
  * parse, tokenize (the tokenizer is read-only) and wait. Chat messages are
  * rendered through the model's template by base's chat_template.h, which the
@@ -102,11 +104,36 @@ typedef struct gt_serve_ctx {
 int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
                            gt_serve_error *e);
 
+/* One request as a state machine, for a driver that runs several in one
+ * batch (serve_worker.c): gt_serve_gen_new; then, until step says done,
+ * gt_serve_gen_next_eval gives the tokens to append to the request's
+ * sequence (its prompt first, then each sampled token; the caller sets
+ * ev->seq), the caller evaluates them and calls gt_serve_gen_step (or
+ * gt_serve_gen_eval_failed when the eval failed); gt_serve_gen_end answers
+ * and frees. A NULL from new means the request is answered already (e
+ * filled; a stream got its error frame and [DONE]). The driver owns the
+ * sequence: it must start empty. */
+typedef struct gt_serve_gen gt_serve_gen;
+gt_serve_gen *gt_serve_gen_new(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids,
+                               int n_ids, double deadline, const gt_serve_sink *sink,
+                               gt_serve_error *e);
+void gt_serve_gen_next_eval(const gt_serve_gen *g, gt_seq_eval *ev);
+/* After the eval: 1 = another eval is wanted, 0 = finished (a stop, the
+ * length, or the client went away), -1 = failed (e filled: a timeout, out
+ * of memory). */
+int gt_serve_gen_step(gt_serve_gen *g, gt_serve_error *e);
+/* The eval failed with why: fills e, returns -1. */
+int gt_serve_gen_eval_failed(const gt_serve_gen *g, const char *why, gt_serve_error *e);
+/* rc is the last step's (0 or -1). Sends or builds the answer as
+ * gt_serve_generate does, frees g, returns 0 or -1 with e filled. */
+int gt_serve_gen_end(gt_serve_gen *g, int rc, char **response, gt_serve_error *e);
+
 /* Runs one request on the session (worker thread only). For a plain
  * request (sink->write NULL) the answer JSON is returned in *response
  * (malloc'ed). For a stream, SSE frames go to sink->write, ending with
  * "data: [DONE]"; errors are sent as an error frame since the 200 is out.
- * deadline is in gt_now() seconds. Returns 0, or -1 with e filled. */
+ * deadline is in gt_now() seconds. Returns 0, or -1 with e filled. Drives
+ * the state machine above on sequence 0 with gt_session_eval. */
 int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids, int n_ids,
                       double deadline, const gt_serve_sink *sink, char **response,
                       gt_serve_error *e);
@@ -115,7 +142,7 @@ int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids
 typedef struct gt_server_opts {
     const char *host;     /* numeric address; default 127.0.0.1 */
     int port;             /* 0 = pick a free one */
-    int queue;            /* requests waiting beyond the one running; default 32 */
+    int queue;            /* requests waiting beyond those running; default 32 */
     size_t max_body;      /* bytes; default 1 MiB */
     double timeout_s;     /* per request, queue wait included; default 120 */
     bool quiet;           /* no per-request log lines */

@@ -1,8 +1,10 @@
 /* serve_gen.c: one completion or chat request run on the model session.
  *
- * The session is reset (truncated to 0) for every request, so answers never
- * depend on what was asked before: the same request at temperature 0, or
- * with the same seed, gives the same text. Logprobs are the model's own
+ * Every request starts from an empty sequence (gt_serve_generate truncates
+ * the session; the batched worker hands it a slot emptied when its last
+ * holder finished), so answers never depend on what was asked before, nor
+ * on what runs beside them: the same request at temperature 0, or with the
+ * same seed, gives the same text. Logprobs are the model's own
  * distribution (log-softmax of the raw logits, before temperature / top-k /
  * top-p), which is what a qualification against a reference compares.
  *
@@ -403,39 +405,123 @@ int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
     return ids;
 }
 
-static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char **response,
-                    gt_serve_error *e)
+/* One request as a state machine, so that one driver can run several side
+ * by side: the serial driver (gt_serve_generate) and the batched worker
+ * (serve_worker.c) make the same calls in the same order per request, so a
+ * request's text does not depend on which drove it. */
+enum { ST_PROMPT, ST_DECODE };
+
+struct gt_serve_gen {
+    gen g;
+    const int32_t *ids;
+    int n_ids;
+    double deadline;
+    int state;
+    int n_vocab, n_top;
+    bool want_lp, prompt_lp;
+    int32_t eos, turn_end;
+    float *logits;      /* n_vocab per prompt token when prompt_lp, else n_vocab */
+    const float *last;  /* the logits the next token is sampled from */
+    gt_sampler *smp;
+    int32_t tok;        /* the sampled token the next eval appends */
+    int n_gen;
+    const char *finish;
+};
+
+/* A stream's 200 and maybe some text are out: an error goes in the stream,
+ * then [DONE]. */
+static void stream_close(const gt_serve_sink *sink, int rc, const gt_serve_error *e)
 {
-    gt_serve_ctx *c = g->c;
-    const gt_serve_req *r = g->r;
-    const int n_vocab = gt_model_hparams(c->model)->n_vocab;
-    const bool want_lp = r->logprobs >= 0, prompt_lp = want_lp && r->echo;
-    const int n_top = r->logprobs > 0 ? r->logprobs : 0;
-    gt_err err = {{0}};
-    if (gt_session_truncate(c->session, 0, &err) != 0)
-        return gt_serve_fail(e, 500, "server_error", NULL, "session reset: %s", err.msg);
-    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)(prompt_lp ? n_ids : 1));
+    if (rc != 0) {
+        char *ej = gt_serve_error_json(e);
+        if (ej) {
+            sink->write(sink->ud, "data: ", 6);
+            sink->write(sink->ud, ej, strlen(ej));
+            sink->write(sink->ud, "\n\n", 2);
+            free(ej);
+        }
+    }
+    sink->write(sink->ud, "data: [DONE]\n\n", 14);
+}
+
+static void gen_free(gt_serve_gen *q)
+{
+    gt_sampler_free(q->smp);
+    free(q->logits);
+    free(q->g.text.p);
+    free(q->g.recs);
+    free(q);
+}
+
+gt_serve_gen *gt_serve_gen_new(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids,
+                               int n_ids, double deadline, const gt_serve_sink *sink,
+                               gt_serve_error *e)
+{
+    gt_serve_gen *q = calloc(1, sizeof *q);
+    if (!q) {
+        gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+        if (sink->write)
+            stream_close(sink, -1, e);
+        return NULL;
+    }
+    gen *g = &q->g;
+    *g = (gen){.c = c, .r = r, .tok = gt_model_tokenizer(c->model), .sink = sink,
+               .stream = sink->write != NULL, .created = (long)time(NULL)};
+    c->counter++;
+    snprintf(g->id, sizeof g->id, "%s-%lx%04llx", r->chat ? "chatcmpl" : "cmpl",
+             (unsigned long)g->created, (unsigned long long)(c->counter & 0xffff));
+    q->ids = ids;
+    q->n_ids = n_ids;
+    q->deadline = deadline;
+    q->n_vocab = gt_model_hparams(c->model)->n_vocab;
+    q->want_lp = r->logprobs >= 0;
+    q->prompt_lp = q->want_lp && r->echo;
+    q->n_top = r->logprobs > 0 ? r->logprobs : 0;
+    q->eos = gt_tokenizer_eos(g->tok);
+    /* A chat turn ends at the template's end-of-turn token. */
+    q->turn_end = r->chat && c->chat ? c->chat->turn_end : -1;
+    q->finish = "length";
+    q->logits = malloc(sizeof(float) * (size_t)q->n_vocab * (size_t)(q->prompt_lp ? n_ids : 1));
     g->recs = malloc(sizeof(tokrec) * (size_t)(n_ids + r->max_tokens + 1));
     gt_sampler_params sp = {r->temperature, r->top_k, r->top_p,
                             r->has_seed ? r->seed : (uint64_t)time(NULL) * 1000003u + c->counter};
-    gt_sampler *smp = gt_sampler_new(&sp, n_vocab);
-    int rc = -1;
-    if (!logits || !g->recs || !smp) {
+    q->smp = gt_sampler_new(&sp, q->n_vocab);
+    if (!q->logits || !g->recs || !q->smp) {
         gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
-        goto done;
+        if (g->stream)
+            stream_close(sink, -1, e);
+        gen_free(q);
+        return NULL;
     }
-    if (gt_session_eval(c->session, ids, n_ids, prompt_lp, logits, &err) != 0) {
-        gt_serve_fail(e, 500, "server_error", NULL, "evaluating the prompt: %s", err.msg);
-        goto done;
-    }
-    if (r->echo && echo_prompt(g, ids, n_ids) != 0) {
-        gt_serve_fail(e, 500, "server_error", NULL, "decoding the prompt failed");
-        goto done;
-    }
-    if (prompt_lp)
-        for (int i = 1; i < n_ids; i++)
-            token_logprobs(logits + (size_t)(i - 1) * (size_t)n_vocab, n_vocab, ids[i], n_top,
-                           &g->recs[i]);
+    return q;
+}
+
+void gt_serve_gen_next_eval(const gt_serve_gen *q, gt_seq_eval *ev)
+{
+    ev->tokens = q->state == ST_PROMPT ? q->ids : &q->tok;
+    ev->n = q->state == ST_PROMPT ? q->n_ids : 1;
+    ev->all_logits = q->state == ST_PROMPT && q->prompt_lp;
+    ev->logits = q->logits;
+}
+
+int gt_serve_gen_eval_failed(const gt_serve_gen *q, const char *why, gt_serve_error *e)
+{
+    if (q->state == ST_PROMPT)
+        return gt_serve_fail(e, 500, "server_error", NULL, "evaluating the prompt: %s", why);
+    return gt_serve_fail(e, 500, "server_error", NULL, "evaluating token %d: %s", q->n_gen, why);
+}
+
+/* After the prompt's eval: echo, prompt logprobs, a stream's opening. */
+static int prompt_done(gt_serve_gen *q, gt_serve_error *e)
+{
+    gen *g = &q->g;
+    const gt_serve_req *r = g->r;
+    if (r->echo && echo_prompt(g, q->ids, q->n_ids) != 0)
+        return gt_serve_fail(e, 500, "server_error", NULL, "decoding the prompt failed");
+    if (q->prompt_lp)
+        for (int i = 1; i < q->n_ids; i++)
+            token_logprobs(q->logits + (size_t)(i - 1) * (size_t)q->n_vocab, q->n_vocab,
+                           q->ids[i], q->n_top, &g->recs[i]);
     g->gen_start = g->text.len;
     if (g->stream && r->echo)
         stream_flush(g, g->text.len, NULL);
@@ -451,100 +537,114 @@ static int generate(gen *g, const int32_t *ids, int n_ids, double deadline, char
         cJSON_AddNullToObject(ch, "finish_reason");
         send_frame(g, o);
     }
-    /* A chat turn ends at the template's end-of-turn token. */
-    const int32_t turn_end = r->chat && c->chat ? c->chat->turn_end : -1;
-    const float *last = logits + (prompt_lp ? (size_t)(n_ids - 1) * (size_t)n_vocab : 0);
-    const int32_t eos = gt_tokenizer_eos(g->tok);
-    const char *finish = "length";
-    int n_gen = 0;
-    while (n_gen < r->max_tokens) {
-        if (gt_now() > deadline) {
-            gt_serve_fail(e, 504, "timeout_error", NULL,
-                          "the request ran past the server's per-request timeout after %d tokens",
-                          n_gen);
-            goto done;
-        }
-        if (g->sink->cancelled && g->sink->cancelled(g->sink->ud)) {
-            finish = "cancelled";
-            break;
-        }
-        const int32_t t = gt_sampler_sample(smp, last);
-        if (t == eos || t == turn_end) {
-            finish = "stop";
-            break;
-        }
-        tokrec *rec = &g->recs[g->n_rec];
-        *rec = (tokrec){.id = t, .offset = g->text.len};
-        if (want_lp)
-            token_logprobs(last, n_vocab, t, n_top, rec);
-        char piece[256];
-        const size_t len = piece_bytes(g->tok, t, piece);
-        rec->len = len;
-        g->n_rec++;
-        n_gen++;
-        if (sbuf_add(&g->text, piece, len)) {
-            gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
-            goto done;
-        }
-        if (r->n_stop && apply_stop(g, rec->offset)) {
-            finish = "stop";
-            break;
-        }
-        if (g->stream)
-            stream_flush(g, releasable(g), NULL);
-        if (n_gen == r->max_tokens)
-            break; /* nobody samples after the last token: skip its eval */
-        if (gt_session_eval(c->session, &t, 1, false, logits, &err) != 0) {
-            gt_serve_fail(e, 500, "server_error", NULL, "evaluating token %d: %s", n_gen, err.msg);
-            goto done;
-        }
-        last = logits;
+    q->last = q->logits + (q->prompt_lp ? (size_t)(q->n_ids - 1) * (size_t)q->n_vocab : 0);
+    q->state = ST_DECODE;
+    return 0;
+}
+
+int gt_serve_gen_step(gt_serve_gen *q, gt_serve_error *e)
+{
+    gen *g = &q->g;
+    const gt_serve_req *r = g->r;
+    if (q->state == ST_PROMPT) {
+        if (prompt_done(q, e) != 0)
+            return -1;
+    } else {
+        q->last = q->logits;
     }
+    if (q->n_gen >= r->max_tokens)
+        return 0;
+    if (gt_now() > q->deadline)
+        return gt_serve_fail(e, 504, "timeout_error", NULL,
+                             "the request ran past the server's per-request timeout after %d "
+                             "tokens", q->n_gen);
+    if (g->sink->cancelled && g->sink->cancelled(g->sink->ud)) {
+        q->finish = "cancelled";
+        return 0;
+    }
+    const int32_t t = gt_sampler_sample(q->smp, q->last);
+    if (t == q->eos || t == q->turn_end) {
+        q->finish = "stop";
+        return 0;
+    }
+    tokrec *rec = &g->recs[g->n_rec];
+    *rec = (tokrec){.id = t, .offset = g->text.len};
+    if (q->want_lp)
+        token_logprobs(q->last, q->n_vocab, t, q->n_top, rec);
+    char piece[256];
+    const size_t len = piece_bytes(g->tok, t, piece);
+    rec->len = len;
+    g->n_rec++;
+    q->n_gen++;
+    if (sbuf_add(&g->text, piece, len))
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    if (r->n_stop && apply_stop(g, rec->offset)) {
+        q->finish = "stop";
+        return 0;
+    }
+    if (g->stream)
+        stream_flush(g, releasable(g), NULL);
+    if (q->n_gen == r->max_tokens)
+        return 0; /* nobody samples after the last token: skip its eval */
+    q->tok = t;
+    return 1;
+}
+
+/* The answer of a request that ran to its end (or was cancelled). */
+static int finish(gt_serve_gen *q, char **response, gt_serve_error *e)
+{
+    gen *g = &q->g;
+    const gt_serve_req *r = g->r;
     if (g->stream) {
-        if (strcmp(finish, "cancelled") != 0) {
-            stream_flush(g, g->text.len, finish);
+        if (strcmp(q->finish, "cancelled") != 0) {
+            stream_flush(g, g->text.len, q->finish);
             if (r->include_usage) {
                 cJSON *o = chunk_base(g);
                 cJSON_AddArrayToObject(o, "choices");
-                cJSON_AddItemToObject(o, "usage", usage_json(n_ids, n_gen));
+                cJSON_AddItemToObject(o, "usage", usage_json(q->n_ids, q->n_gen));
                 send_frame(g, o);
             }
         }
-    } else if (!strcmp(finish, "cancelled")) {
-        gt_serve_fail(e, 499, "cancelled", NULL, "the client went away");
-        goto done;
-    } else {
-        cJSON *o = chunk_base(g);
-        cJSON *choices = cJSON_AddArrayToObject(o, "choices");
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddItemToArray(choices, ch);
-        cJSON_AddNumberToObject(ch, "index", 0);
-        if (r->chat) {
-            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(msg, "role", "assistant");
-            add_clean_string(msg, "content", g->text.p ? g->text.p : "", g->text.len);
-        } else {
-            add_clean_string(ch, "text", g->text.p ? g->text.p : "", g->text.len);
-        }
-        if (want_lp)
-            cJSON_AddItemToObject(ch, "logprobs",
-                                  (r->chat ? chat_logprobs_json : logprobs_json)(
-                                      g->recs, g->n_rec, g->text.p, g->tok));
-        else
-            cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", finish);
-        cJSON_AddItemToObject(o, "usage", usage_json(n_ids, n_gen));
-        *response = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!*response) {
-            gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
-            goto done;
-        }
+        return 0;
     }
-    rc = 0;
-done:
-    gt_sampler_free(smp);
-    free(logits);
+    if (!strcmp(q->finish, "cancelled"))
+        return gt_serve_fail(e, 499, "cancelled", NULL, "the client went away");
+    cJSON *o = chunk_base(g);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, ch);
+    cJSON_AddNumberToObject(ch, "index", 0);
+    if (r->chat) {
+        cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        add_clean_string(msg, "content", g->text.p ? g->text.p : "", g->text.len);
+    } else {
+        add_clean_string(ch, "text", g->text.p ? g->text.p : "", g->text.len);
+    }
+    if (q->want_lp)
+        cJSON_AddItemToObject(ch, "logprobs",
+                              (r->chat ? chat_logprobs_json : logprobs_json)(
+                                  g->recs, g->n_rec, g->text.p, g->tok));
+    else
+        cJSON_AddNullToObject(ch, "logprobs");
+    cJSON_AddStringToObject(ch, "finish_reason", q->finish);
+    cJSON_AddItemToObject(o, "usage", usage_json(q->n_ids, q->n_gen));
+    *response = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!*response)
+        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    return 0;
+}
+
+int gt_serve_gen_end(gt_serve_gen *q, int rc, char **response, gt_serve_error *e)
+{
+    if (response)
+        *response = NULL;
+    if (rc == 0)
+        rc = finish(q, response, e);
+    if (q->g.stream)
+        stream_close(q->g.sink, rc, e);
+    gen_free(q);
     return rc;
 }
 
@@ -552,28 +652,24 @@ int gt_serve_generate(gt_serve_ctx *c, const gt_serve_req *r, const int32_t *ids
                       double deadline, const gt_serve_sink *sink, char **response,
                       gt_serve_error *e)
 {
-    gen g = {.c = c, .r = r, .tok = gt_model_tokenizer(c->model), .sink = sink,
-             .stream = sink->write != NULL, .created = (long)time(NULL)};
-    c->counter++;
-    snprintf(g.id, sizeof g.id, "%s-%lx%04llx", r->chat ? "chatcmpl" : "cmpl",
-             (unsigned long)g.created,
-             (unsigned long long)(c->counter & 0xffff));
     if (response)
         *response = NULL;
-    int rc = generate(&g, ids, n_ids, deadline, response, e);
-    if (rc != 0 && g.stream) {
-        /* The 200 and maybe some text are out: the error goes in the stream. */
-        char *ej = gt_serve_error_json(e);
-        if (ej) {
-            sink->write(sink->ud, "data: ", 6);
-            sink->write(sink->ud, ej, strlen(ej));
-            sink->write(sink->ud, "\n\n", 2);
-            free(ej);
-        }
+    gt_serve_gen *q = gt_serve_gen_new(c, r, ids, n_ids, deadline, sink, e);
+    if (!q)
+        return -1;
+    gt_err err = {{0}};
+    int rc;
+    if (gt_session_truncate(c->session, 0, &err) != 0) {
+        rc = gt_serve_fail(e, 500, "server_error", NULL, "session reset: %s", err.msg);
+    } else {
+        do {
+            gt_seq_eval ev;
+            gt_serve_gen_next_eval(q, &ev);
+            if (gt_session_eval(c->session, ev.tokens, ev.n, ev.all_logits, ev.logits, &err) != 0)
+                rc = gt_serve_gen_eval_failed(q, err.msg, e);
+            else
+                rc = gt_serve_gen_step(q, e);
+        } while (rc == 1);
     }
-    if (g.stream)
-        sink->write(sink->ud, "data: [DONE]\n\n", 14);
-    free(g.text.p);
-    free(g.recs);
-    return rc;
+    return gt_serve_gen_end(q, rc, response, e);
 }

@@ -2,8 +2,9 @@
  *
  * Threads: libmicrohttpd runs one thread per connection; those threads
  * parse, validate and tokenize, then hand a job to a bounded FIFO and wait.
- * One worker thread owns the model session and runs jobs one at a time, so
- * the session needs no locking and requests never interleave. Blocking in a
+ * One worker thread (serve_worker.c) owns the model session, so the session
+ * needs no locking; it runs jobs one at a time, or with --parallel N up to
+ * N of them decoded together, each in its own sequence. Blocking in a
  * connection thread is what thread-per-connection mode is for: a plain
  * request waits on its job's condition variable; a streaming one answers
  * 200 at once with a content-reader callback that blocks until the worker
@@ -35,40 +36,7 @@
 #include <microhttpd.h>
 
 #include "base.h"
-#include "serve.h"
-
-typedef struct job {
-    gt_server *srv;
-    gt_serve_req req;
-    int32_t *ids;
-    int n_ids;
-    double deadline;
-    double t_enqueued;
-    int refs;
-    bool done, cancelled;
-    int status;   /* plain requests: HTTP status of body */
-    char *body;   /* plain requests: the answer JSON */
-    char *out;    /* streams: SSE bytes not yet sent */
-    size_t out_len, out_sent, out_cap;
-    pthread_cond_t cv;
-    struct job *next;
-} job;
-
-struct gt_server {
-    gt_serve_ctx *ctx;
-    gt_server_opts o;
-    struct MHD_Daemon *d;
-    int port;
-    pthread_mutex_t mu;
-    pthread_cond_t queue_cv; /* the worker waits for jobs */
-    pthread_cond_t idle_cv;  /* shutdown waits for in-flight requests */
-    job *head, *tail;
-    int queued;
-    int in_flight; /* requests received and not yet fully answered */
-    bool stopping, quit;
-    pthread_t worker;
-    bool worker_started;
-};
+#include "serve_server.h"
 
 /* Per request (con_cls): the body as it arrives. */
 typedef struct conn {
@@ -78,7 +46,7 @@ typedef struct conn {
     bool chat; /* POST /v1/chat/completions */
 } conn;
 
-static void job_release_locked(job *j)
+void gt_serve_job_release_locked(job *j)
 {
     if (--j->refs > 0)
         return;
@@ -153,19 +121,22 @@ static enum MHD_Result respond_models(gt_server *s, struct MHD_Connection *c)
 static enum MHD_Result respond_health(gt_server *s, struct MHD_Connection *c)
 {
     pthread_mutex_lock(&s->mu);
-    int queued = s->queued;
+    int queued = s->queued, running = s->running;
     bool stopping = s->stopping;
     pthread_mutex_unlock(&s->mu);
     char *json = malloc(128);
     if (!json)
         return MHD_NO;
-    snprintf(json, 128, "{\"status\":\"%s\",\"queued\":%d}", stopping ? "stopping" : "ok", queued);
+    /* slots: requests decoded together (--parallel); running: holding one. */
+    snprintf(json, 128, "{\"status\":\"%s\",\"queued\":%d,\"running\":%d,\"slots\":%d}",
+             stopping ? "stopping" : "ok", queued, running,
+             gt_session_n_seq(s->ctx->session));
     return respond(c, stopping ? 503 : 200, json, NULL);
 }
 
 /* ---- streaming ---------------------------------------------------------- */
 
-static void sink_write(void *ud, const char *data, size_t n)
+void gt_serve_job_write(void *ud, const char *data, size_t n)
 {
     job *j = ud;
     pthread_mutex_lock(&j->srv->mu);
@@ -189,7 +160,7 @@ static void sink_write(void *ud, const char *data, size_t n)
     pthread_mutex_unlock(&j->srv->mu);
 }
 
-static bool sink_cancelled(void *ud)
+bool gt_serve_job_cancelled(void *ud)
 {
     job *j = ud;
     pthread_mutex_lock(&j->srv->mu);
@@ -224,68 +195,8 @@ static void stream_free(void *cls)
     gt_server *s = j->srv;
     pthread_mutex_lock(&s->mu);
     j->cancelled = true; /* if the worker is still at it, it may stop */
-    job_release_locked(j);
+    gt_serve_job_release_locked(j);
     pthread_mutex_unlock(&s->mu);
-}
-
-/* ---- the worker --------------------------------------------------------- */
-
-static void *worker_main(void *ud)
-{
-    gt_server *s = ud;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->head && !s->quit)
-            pthread_cond_wait(&s->queue_cv, &s->mu);
-        if (!s->head)
-            break;
-        job *j = s->head;
-        s->head = j->next;
-        if (!s->head)
-            s->tail = NULL;
-        s->queued--;
-        bool cancelled = j->cancelled;
-        pthread_mutex_unlock(&s->mu);
-
-        const double t0 = gt_now();
-        gt_serve_error e = {0};
-        int rc = 0;
-        char *body = NULL;
-        gt_serve_sink sink = {j->req.stream ? sink_write : NULL, sink_cancelled, j};
-        if (cancelled) {
-            rc = gt_serve_fail(&e, 499, "cancelled", NULL, "the client went away");
-        } else if (t0 > j->deadline) {
-            rc = gt_serve_fail(&e, 504, "timeout_error", NULL,
-                               "the request waited in the queue past the server's "
-                               "per-request timeout (%.0f s)", s->o.timeout_s);
-            if (j->req.stream) {
-                char *ej = gt_serve_error_json(&e);
-                sink_write(j, "data: ", 6);
-                sink_write(j, ej ? ej : "{}", ej ? strlen(ej) : 2);
-                sink_write(j, "\n\ndata: [DONE]\n\n", 16);
-                free(ej);
-            }
-        } else {
-            rc = gt_serve_generate(s->ctx, &j->req, j->ids, j->n_ids, j->deadline, &sink,
-                                   j->req.stream ? NULL : &body, &e);
-        }
-        if (!s->o.quiet)
-            fprintf(stderr, "gauntlet serve: completion%s: %d prompt tokens, max %d: %s%s "
-                            "(queued %.3f s, ran %.3f s)\n",
-                    j->req.stream ? " (stream)" : "", j->n_ids, j->req.max_tokens,
-                    rc ? "error: " : "ok", rc ? e.message : "", t0 - j->t_enqueued, gt_now() - t0);
-
-        pthread_mutex_lock(&s->mu);
-        if (!j->req.stream) {
-            j->status = rc ? e.status : 200;
-            j->body = rc ? gt_serve_error_json(&e) : body;
-        }
-        j->done = true;
-        pthread_cond_broadcast(&j->cv);
-        job_release_locked(j);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
 }
 
 /* ---- /v1/completions and /v1/chat/completions --------------------------- */
@@ -364,7 +275,7 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
     if (s->stopping || s->queued >= s->o.queue) {
         const bool stopping = s->stopping;
         j->refs = 1;
-        job_release_locked(j);
+        gt_serve_job_release_locked(j);
         pthread_mutex_unlock(&s->mu);
         return fail(c, 503, stopping ? "server_error" : "overloaded_error", NULL,
                     stopping ? "the server is shutting down"
@@ -412,7 +323,7 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
     int status = j->status;
     char *body = j->body;
     j->body = NULL;
-    job_release_locked(j);
+    gt_serve_job_release_locked(j);
     pthread_mutex_unlock(&s->mu);
     return respond(c, status, body, NULL);
 }
@@ -554,7 +465,7 @@ int gt_server_start(gt_serve_ctx *ctx, const gt_server_opts *o, gt_server **out,
         free(s);
         return gt_err_set(err, "--host '%s' is not a numeric IPv4 or IPv6 address", o->host);
     }
-    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+    if (pthread_create(&s->worker, NULL, gt_serve_worker_main, s) != 0) {
         free(s);
         return gt_err_set(err, "cannot start the worker thread");
     }
@@ -616,7 +527,7 @@ void gt_server_stop(gt_server *s)
     while (s->head) {
         job *j = s->head;
         s->head = j->next;
-        job_release_locked(j);
+        gt_serve_job_release_locked(j);
     }
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->queue_cv);
