@@ -90,6 +90,7 @@ entry 'gauntlet fetch --url URL --sha256 H' run 'cache/gauntlet/models/stories26
 entry 'gauntlet anchors matrices/ci.json stories260k --peer llama-perplexity=P --peer llama-server=S' skip \
   "needs the llama.cpp peer (ci/peer-llamacpp.sh: a 15-minute build, never part of CI); its output is committed in matrices/anchors/ and ci/anchors.sh measures it again"
 entry 'gauntlet serve -m MODEL -b cpu --port 8080' serve
+entry 'gauntlet serve -m MODEL -b cpu --port 8080 --parallel 4' serve
 entry 'bash ci/fuzz.sh 60' skip \
   "a clang build of the instrumented tree, then 4 targets x 60 s: over 5 minutes; CI runs it as step fuzz of .ci/run"
 entry 'bash ci/sanitize.sh' skip \

@@ -9,6 +9,7 @@
  *                    shutdown;
  *   serve_worker.c   the thread that owns the session: one request at a
  *                    time, or (--parallel N) up to N decoded together.
+ * (serve_job.c holds what the last two share: a job's release and sink.)
  * The model session is used by the worker thread only; HTTP threads only
  * parse, tokenize (the tokenizer is read-only) and wait. Chat messages are
  * rendered through the model's template by base's chat_template.h, which the
