@@ -66,6 +66,7 @@ trap cleanup EXIT INT TERM
 start_gauntlet() {
   local name=$1 np=$2
   port=""
+  : >"$tmp/$name.log" # before the child opens it, so the first poll finds it
   "$G" serve -m "$MODEL" -b "$BACKEND" -t "$THREADS" -c "$CTX" --parallel "$np" --port 0 \
     --queue 64 -q </dev/null >/dev/null 2>"$tmp/$name.log" &
   pids+=($!)
@@ -182,6 +183,8 @@ res = {}
 for c in clients_list:
     for name, port in servers:  # interleaved: drift in the machine's load hits all alike
         res[(name, c)] = run(name, int(port), c)
+        print("  %s, %d clients: %.2f requests/s" % (name, c, res[(name, c)]["rps"]),
+              file=sys.stderr, flush=True)
 
 names = [n for n, _ in servers]
 print("| server | clients | requests/s | tokens/s | ok | errors |")
