@@ -22,7 +22,9 @@
 #   env:   GT_BUILD_DIR (build), GT_BENCH_DIR (derived models, as ci/bench.sh),
 #          GT_SMOLLM2 (skip the fetch), BACKEND (cpu), THREADS (2),
 #          PARALLEL (4), CLIENTS ("1 4 16"), REQUESTS (32 per run),
-#          MAX_TOKENS (32), CTX (512 per slot)
+#          MAX_TOKENS (32), CTX (512 per slot), LLAMA_ARGS (extra llama-server
+#          arguments; on a shared, oversubscribed machine its spin-waiting
+#          threads collapse, and LLAMA_ARGS="--poll 0" makes them sleep)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,7 @@ CLIENTS=${CLIENTS:-"1 4 16"}
 REQUESTS=${REQUESTS:-32}
 MAX_TOKENS=${MAX_TOKENS:-32}
 CTX=${CTX:-512}
+read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 [ -x "$G" ] || { echo "ci/bench-serve.sh: $G not built (run ci/setup.sh first)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "ci/bench-serve.sh: python3 is needed" >&2; exit 2; }
 
@@ -93,7 +96,7 @@ if peer=$(bash ci/peer-llamacpp.sh --where 2>/dev/null | awk '$1 == "llama-serve
    [ -n "$peer" ]; then
   lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$peer" -m "$MODEL" --host 127.0.0.1 --port "$lport" -t "$THREADS" -tb "$THREADS" \
-    -np "$PARALLEL" -c $((PARALLEL * CTX)) --no-webui </dev/null >"$tmp/llama-server.log" 2>&1 &
+    -np "$PARALLEL" -c $((PARALLEL * CTX)) --no-webui ${LLAMA_EXTRA[@]+"${LLAMA_EXTRA[@]}"} </dev/null >"$tmp/llama-server.log" 2>&1 &
   pids+=($!)
   lpid=$!
   ok=""
@@ -115,7 +118,8 @@ else
 fi
 
 echo "bench-serve: $(basename "$MODEL") on $BACKEND, $THREADS threads, $CTX positions per slot," \
-     "$REQUESTS requests per run, max_tokens $MAX_TOKENS, temperature 0"
+     "$REQUESTS requests per run, max_tokens $MAX_TOKENS, temperature 0${LLAMA_ARGS:+, llama-server $LLAMA_ARGS}"
+echo "  load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 [ -n "$peer" ] || echo "  (llama-server: skipped: peer not built; run ci/peer-llamacpp.sh)"
 
 rc=0

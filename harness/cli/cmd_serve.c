@@ -33,7 +33,7 @@ static void help(FILE *f)
             "                       every step is one batch with a token of each running\n"
             "                       request (a new request's prompt prefilled in it), and a\n"
             "                       finished request frees its place at once. Each request\n"
-            "                       keeps its own sampling, stop, timeout and stream\n"
+            "                       keeps its own sampling, stop, timeout and stream.\n"
             "      --queue N        requests that may wait while the running ones run\n"
             "                       (default 32); beyond that: 503 with Retry-After\n"
             "      --timeout S      per-request limit, queueing included (default 120): 504\n"
