@@ -42,7 +42,7 @@ static gt_backend *open_backend(const char *name, int threads, const char *drive
 {
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, threads, driver};
+    const gt_backend_config cfg = {.device = 0, .n_threads = threads, .driver = driver};
     ck_assert_msg(gt_backend_open(name, &cfg, &b, &err) == 0, "open %s: %s", name, err.msg);
     return b;
 }
@@ -89,7 +89,7 @@ START_TEST(conformance_avx2)
     setenv("GT_CPU_ISA", "avx2", 1);
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, 0, NULL};
+    const gt_backend_config cfg = {.device = 0, .n_threads = 0, .driver = NULL};
     const int rc = gt_backend_open("cpu", &cfg, &b, &err);
     unsetenv("GT_CPU_ISA");
     if (rc != 0) {
@@ -201,7 +201,7 @@ START_TEST(bad_isa_is_an_error)
     setenv("GT_CPU_ISA", "sse9", 1);
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, 0, NULL};
+    const gt_backend_config cfg = {.device = 0, .n_threads = 0, .driver = NULL};
     ck_assert_int_ne(gt_backend_open("cpu", &cfg, &b, &err), 0);
     unsetenv("GT_CPU_ISA");
     ck_assert_ptr_null(b);
@@ -211,7 +211,7 @@ START_TEST(bad_isa_is_an_error)
     unsetenv("GT_CPU_ACT");
     ck_assert_ptr_null(b);
     ck_assert_ptr_nonnull(strstr(err.msg, "GT_CPU_ACT=q4"));
-    const gt_backend_config bad_dev = {1, 0, NULL};
+    const gt_backend_config bad_dev = {.device = 1, .n_threads = 0, .driver = NULL};
     ck_assert_int_ne(gt_backend_open("cpu", &bad_dev, &b, &err), 0);
     ck_assert_ptr_nonnull(strstr(err.msg, "one device"));
 }
@@ -298,7 +298,7 @@ static bool isa_available(const char *isa)
     setenv("GT_CPU_ISA", isa, 1);
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, 1, "blas=none"};
+    const gt_backend_config cfg = {.device = 0, .n_threads = 1, .driver = "blas=none"};
     const int rc = gt_backend_open("cpu", &cfg, &b, &err);
     unsetenv("GT_CPU_ISA");
     if (rc == 0)

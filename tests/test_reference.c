@@ -117,7 +117,7 @@ static gt_backend *open_reference(int threads)
 {
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, threads, NULL};
+    const gt_backend_config cfg = {.device = 0, .n_threads = threads, .driver = NULL};
     ck_assert_msg(gt_backend_open("reference", &cfg, &b, &err) == 0, "%s", err.msg);
     return b;
 }

@@ -83,7 +83,7 @@ static void bounded_equals_full(const char *backend)
 {
     gt_backend *b = NULL;
     gt_err err = {{0}};
-    const gt_backend_config cfg = {0, 2, NULL};
+    const gt_backend_config cfg = {.device = 0, .n_threads = 2, .driver = NULL};
     ck_assert_msg(gt_backend_open(backend, &cfg, &b, &err) == 0, "%s", err.msg);
     const gt_hparams *hp = gt_model_hparams(model);
     gt_session *bounded = open_session(b, false), *full = open_session(b, true);

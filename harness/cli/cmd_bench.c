@@ -227,7 +227,7 @@ static void backend_child(const void *varg, void *vout)
     const double t0 = gt_now();
     if (gt_model_load(a->model, &m, &err) != 0)
         goto fail;
-    const gt_backend_config cfg = {.n_threads = (int)a->threads, .driver = a->driver};
+    const gt_backend_config cfg = {.device = 0, .n_threads = (int)a->threads, .driver = a->driver};
     if (gt_backend_open(a->backend, &cfg, &b, &err) != 0)
         goto fail;
     const gt_hparams *hp = gt_model_hparams(m);

@@ -128,12 +128,12 @@ int cmd_test_ops(int argc, char **argv)
 
     gt_backend *ref = NULL;
     gt_err err = {{0}};
-    const gt_backend_config ref_cfg = {0};
+    const gt_backend_config ref_cfg = {.device = 0, .n_threads = 0, .driver = NULL};
     if (gt_backend_open("reference", &ref_cfg, &ref, &err) != 0) {
         fprintf(stderr, "gauntlet test-ops: %s\n", err.msg);
         return GT_EXIT_USAGE;
     }
-    const gt_backend_config cfg = {.n_threads = (int)threads, .driver = driver};
+    const gt_backend_config cfg = {.device = 0, .n_threads = (int)threads, .driver = driver};
     opcheck_counts total = {0, 0, 0};
     int rc = 0, checked = 0;
     int idle = 0; /* backends checked that ran no case */

@@ -36,6 +36,7 @@ static const struct {
     {"logit-scale", "=X"},   {"logit-scale-quant", "=X"}, {"logit-noise", "=X"},
     {"token-swap", "=A:B"},  {"const-token", "=T"},       {"nan-at", "=I"},
     {"graph-drop-last", ""}, {"kv-decode-drop", "@N"},    {"attn-window", "=N"},
+    {"batch-split", "@L"},   {"seq-bleed", "@L"},         {"thread-race", ""},
 };
 
 static struct {
@@ -89,8 +90,11 @@ static void parse_kind(const char *entry, const char *kind, const char *arg)
 {
     gt_fault_set *f = &g.set;
     const char *sep = entry + strlen(kind);
-    const char want = strcmp(kind, "kv-decode-drop") == 0 ? '@' : '=';
-    const bool bare = strcmp(kind, "graph-drop-last") == 0;
+    const char want = strcmp(kind, "kv-decode-drop") == 0 || strcmp(kind, "batch-split") == 0 ||
+                              strcmp(kind, "seq-bleed") == 0
+                          ? '@'
+                          : '=';
+    const bool bare = strcmp(kind, "graph-drop-last") == 0 || strcmp(kind, "thread-race") == 0;
     if (bare ? *sep != '\0' : *sep != want) {
         char why[96];
         snprintf(why, sizeof why, bare ? "takes no argument" : "is written %s%c...", kind, want);
@@ -111,8 +115,14 @@ static void parse_kind(const char *entry, const char *kind, const char *arg)
         ok = parse_int(arg, NULL, &f->const_token);
     else if (strcmp(kind, "nan-at") == 0)
         ok = parse_int(arg, NULL, &f->nan_at);
-    else if (bare)
+    else if (strcmp(kind, "graph-drop-last") == 0)
         f->drop_last = true;
+    else if (strcmp(kind, "thread-race") == 0)
+        f->thread_race = true;
+    else if (strcmp(kind, "batch-split") == 0)
+        ok = parse_int(arg, NULL, &f->batch_split_at);
+    else if (strcmp(kind, "seq-bleed") == 0)
+        ok = parse_int(arg, NULL, &f->seq_bleed_at);
     else if (strcmp(kind, "kv-decode-drop") == 0)
         ok = parse_int(arg, NULL, &f->kv_drop_at);
     else if (strcmp(kind, "attn-window") == 0)
@@ -149,7 +159,7 @@ static void parse_node(const char *entry, size_t kl, int k)
 static void parse_env(void)
 {
     g.set = (gt_fault_set){.swap_a = -1, .swap_b = -1, .const_token = -1, .nan_at = -1,
-                           .kv_drop_at = -1};
+                           .kv_drop_at = -1, .batch_split_at = -1, .seq_bleed_at = -1};
     const char *env = getenv("GT_FAULT"), *be = getenv("GT_FAULT_BACKEND");
     if (be)
         snprintf(g.backend, sizeof g.backend, "%s", be);

@@ -18,10 +18,11 @@
  * one head per row: [head_dim, n_tok * n_head]. */
 #include "session_internal.h"
 
-void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
+void gt_graph_gemma3(gt_session *s)
 {
     const gt_model *m = s->model;
     const gt_hparams *hp = &m->hp;
+    const int n = s->ub->n;
     const int E = hp->n_embd, QD = hp->q_dim, KV = s->kv_dim, FF = hp->n_ff, HD = hp->head_dim;
     s->n_t = 0;
     s->n_nodes = 0;
@@ -54,31 +55,8 @@ void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
         node(s, GT_OP_RMS_NORM, kh, kh, NULL, NULL)->fparams[0] = hp->rms_eps;
         node(s, GT_OP_MUL, same(s, qh, "q_norm"), qh, weight_t(s, w->q_norm), NULL);
         node(s, GT_OP_MUL, same(s, kh, "k_norm"), kh, weight_t(s, w->k_norm), NULL);
-        gt_tensor *qr = node(s, GT_OP_ROPE, same(s, q, "q_rope"), q, NULL, NULL);
-        gt_tensor *kr = node(s, GT_OP_ROPE, same(s, k, "k_rope"), k, NULL, NULL);
-        int32_t rope[2][6] = {{hp->n_head, HD, hp->rope_dim, pos0, hp->rope_mode},
-                              {hp->n_head_kv, HD, hp->rope_dim, pos0, hp->rope_mode}};
-        memcpy(qr->iparams, rope[0], sizeof rope[0]);
-        memcpy(kr->iparams, rope[1], sizeof rope[1]);
-        qr->fparams[0] = kr->fparams[0] = local ? hp->rope_base_local : hp->rope_base;
-
-        /* A local layer's cache row 0 holds position kv_base: the cache and
-         * attention see positions relative to it (RoPE above is absolute). */
-        const int row0 = pos0 - kv_base(s, l);
-        gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
-        gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,
-                                   kc->offset + (size_t)row0 * KV * sizeof(float));
-        gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
-                                   vc->offset + (size_t)row0 * KV * sizeof(float));
-        if (kv_stores(s, n, pos0)) {
-            node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = row0;
-            node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = row0;
-        }
-
-        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
-        int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, row0, attn_window(s, local ? hp->swa_window : 0)};
-        memcpy(att->iparams, ap, sizeof ap);
-        att->fparams[0] = hp->attn_scale;
+        const gt_rope_args rope = {local ? hp->rope_base_local : hp->rope_base, 0, 0, NULL};
+        gt_tensor *att = gt_graph_attend(s, l, q, k, v, &rope, local ? hp->swa_window : 0);
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),
                             att, NULL);
         o = node(s, GT_OP_RMS_NORM, same(s, o, "attn_post_norm_rms"), o, NULL, NULL);
@@ -104,15 +82,5 @@ void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits)
         x = node(s, GT_OP_ADD, same(s, x, "ffn_res"), x, d, NULL);
     }
 
-    s->layer = -1;
-    /* output: only the rows whose logits are wanted */
-    const int rows = all_logits ? n : 1;
-    gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
-                               x->offset + (size_t)(n - rows) * E * sizeof(float));
-    gt_tensor *xn = new_tensor(s, "result_norm_rms", GT_TYPE_F32, E, rows, s->scratch,
-                               s->act_offset[A_XB]);
-    node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
-    xn = node(s, GT_OP_MUL, same(s, xn, "result_norm"), xn, weight_t(s, m->out_norm), NULL);
-    node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
-         weight_t(s, m->output), xn, NULL);
+    gt_graph_output(s, x);
 }

@@ -105,12 +105,13 @@ static gt_tensor *ffn_moe(gt_session *s, const gt_layer_weights *w, gt_tensor *x
     return node(s, GT_OP_MOE_SUM, act(s, A_XB2, "ffn_moe_out", E, n), d, ew, NULL);
 }
 
-/* The forward pass for n tokens at positions pos0.. */
-void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
+/* The forward pass of the micro-batch s->ub. */
+void gt_graph_llama(gt_session *s)
 {
     const gt_model *m = s->model;
     const gt_hparams *hp = &m->hp;
-    const int E = hp->n_embd, QD = hp->q_dim, KV = s->kv_dim, HD = hp->head_dim;
+    const int n = s->ub->n;
+    const int E = hp->n_embd, QD = hp->q_dim, KV = s->kv_dim;
     const gt_gguf_tensor *factors = rope_factors(s);
     s->n_t = 0;
     s->n_nodes = 0;
@@ -142,32 +143,9 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
             head_norm(s, q, n, hp->n_head, "q_norm_rms", "q_norm", w->q_norm);
             head_norm(s, k, n, hp->n_head_kv, "k_norm_rms", "k_norm", w->k_norm);
         }
-        gt_tensor *qr = node(s, GT_OP_ROPE, same(s, q, "q_rope"), q, NULL, NULL);
-        gt_tensor *kr = node(s, GT_OP_ROPE, same(s, k, "k_rope"), k, NULL, NULL);
-        int32_t rope[2][6] = {{hp->n_head, HD, hp->rope_dim, pos0, hp->rope_mode},
-                              {hp->n_head_kv, HD, hp->rope_dim, pos0, hp->rope_mode}};
-        memcpy(qr->iparams, rope[0], sizeof rope[0]);
-        memcpy(kr->iparams, rope[1], sizeof rope[1]);
-        qr->fparams[0] = kr->fparams[0] = hp->rope_base;
-        qr->fparams[1] = kr->fparams[1] = hp->rope_freq_scale;
-        qr->fparams[2] = kr->fparams[2] = hp->rope_attn_factor;
-        if (factors) /* the same factors for Q and K at every layer */
-            qr->src[1] = kr->src[1] = weight_t(s, factors);
-
-        gt_tensor *kc = kv_cache(s, l, 0), *vc = kv_cache(s, l, 1);
-        gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, n, s->kv,
-                                   kc->offset + (size_t)pos0 * KV * sizeof(float));
-        gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, n, s->kv,
-                                   vc->offset + (size_t)pos0 * KV * sizeof(float));
-        if (kv_stores(s, n, pos0)) {
-            node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = pos0;
-            node(s, GT_OP_KV_STORE, vs, v, vc, NULL)->iparams[0] = pos0;
-        }
-
-        gt_tensor *att = node(s, GT_OP_ATTENTION, act(s, A_ATT, "kqv", QD, n), qr, kc, vc);
-        int32_t ap[6] = {hp->n_head, hp->n_head_kv, HD, pos0, attn_window(s, 0)};
-        memcpy(att->iparams, ap, sizeof ap);
-        att->fparams[0] = hp->attn_scale;
+        const gt_rope_args rope = {hp->rope_base, hp->rope_freq_scale, hp->rope_attn_factor,
+                                   factors};
+        gt_tensor *att = gt_graph_attend(s, l, q, k, v, &rope, 0);
         gt_tensor *o = node(s, GT_OP_MUL_MAT, act(s, A_XB2, "attn_out", E, n), weight_t(s, w->wo),
                             att, NULL);
         x = node(s, GT_OP_ADD, same(s, x, "attn_res"), x, o, NULL);
@@ -178,15 +156,5 @@ void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits)
         x = node(s, GT_OP_ADD, same(s, x, "ffn_res"), x, d, NULL);
     }
 
-    s->layer = -1;
-    /* output: only the rows whose logits are wanted */
-    const int rows = all_logits ? n : 1;
-    gt_tensor *xl = new_tensor(s, "x_out", GT_TYPE_F32, E, rows, x->buf,
-                               x->offset + (size_t)(n - rows) * E * sizeof(float));
-    gt_tensor *xn = new_tensor(s, "result_norm_rms", GT_TYPE_F32, E, rows, s->scratch,
-                               s->act_offset[A_XB]);
-    node(s, GT_OP_RMS_NORM, xn, xl, NULL, NULL)->fparams[0] = hp->rms_eps;
-    xn = node(s, GT_OP_MUL, same(s, xn, "result_norm"), xn, weight_t(s, m->out_norm), NULL);
-    node(s, GT_OP_MUL_MAT, new_tensor(s, "logits", GT_TYPE_F32, hp->n_vocab, rows, s->logits_buf, 0),
-         weight_t(s, m->output), xn, NULL);
+    gt_graph_output(s, x);
 }

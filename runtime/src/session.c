@@ -64,9 +64,18 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     s->model = m;
     s->be = b;
     s->n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
-    s->n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
+    s->n_batch = p && p->n_batch > 0 ? p->n_batch : b->exec.n_batch > 0 ? b->exec.n_batch : 512;
     if (s->n_batch > s->n_ctx)
         s->n_batch = s->n_ctx;
+    /* Explicit sequences, or one plus the backend's companions. */
+    s->n_seq = p && p->n_seq_max > 0 ? p->n_seq_max : 1;
+    s->n_comp = (p && p->n_seq_max > 0) || b->exec.n_parallel <= 1 ? 0 : b->exec.n_parallel - 1;
+    s->n_slots = s->n_seq + s->n_comp;
+    if (s->n_slots > GT_MAX_SEQ) {
+        gt_err_set(err, "%d sequences asked for; a session holds at most %d", s->n_slots,
+                   GT_MAX_SEQ);
+        goto fail;
+    }
     s->kv_dim = hp->n_head_kv * hp->head_dim;
     if (gt_fault_session_check(b->info.backend, hp->n_vocab, err) != 0)
         goto fail;
@@ -90,12 +99,14 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         }
     }
     const bool gemma3 = hp->arch_id == GT_ARCH_GEMMA3;
-    for (gt_op op = GT_OP_RMS_NORM; op < GT_OP_COUNT; op++) {
-        const bool used = op == GT_OP_SILU_MUL ? !gemma3
+    for (gt_op op = GT_OP_GET_ROWS; op < GT_OP_COUNT; op++) {
+        bool used = op == GT_OP_SILU_MUL ? !gemma3
                         : op == GT_OP_GELU_MUL || op == GT_OP_SCALE ? gemma3
                         : op == GT_OP_TOPK || op == GT_OP_MOE_WEIGHTS || op == GT_OP_MOE_SUM
                             ? moe
                             : op != GT_OP_MUL_MAT && op != GT_OP_MUL_MAT_ID;
+        if (op == GT_OP_GET_ROWS) /* of F32 rows: the wanted rows of several sequences */
+            used = s->n_slots > 1;
         if (used && !gt_backend_supports(b, op, GT_TYPE_F32, why, sizeof why)) {
             gt_err_set(err, "backend %s does not support %s%s%s", b->info.backend, gt_op_name(op),
                        why[0] ? ": " : "", why);
@@ -126,7 +137,7 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     size_t kv_size = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         s->kv_off[l] = kv_size;
-        kv_size += (size_t)2 * kv_rows(s, l) * s->kv_dim * sizeof(float);
+        kv_size += (size_t)2 * s->n_slots * kv_rows(s, l) * s->kv_dim * sizeof(float);
     }
     if (alloc(s, kv_size, &s->kv, "the KV cache", err) != 0)
         goto fail;
@@ -140,7 +151,7 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         [A_HU] = moe && hp->n_expert_used * hp->n_ff_exp > hp->n_ff
                      ? hp->n_expert_used * hp->n_ff_exp : hp->n_ff,
         [A_ROUTER] = hp->n_expert, [A_EIDS] = hp->n_expert_used, [A_EW] = hp->n_expert_used,
-        [A_EOUT] = (int64_t)hp->n_expert_used * hp->n_embd};
+        [A_EOUT] = (int64_t)hp->n_expert_used * hp->n_embd, [A_OUT_IDS] = 1};
     size_t total = 0;
     for (int a = 0; a < A_COUNT; a++) {
         s->act_offset[a] = total;
@@ -151,7 +162,9 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         goto fail;
     s->logits_rows = 1;
 
-    s->max_t = 8 + hp->n_layer * 64; /* gemma3 makes ~50 tensors a layer, llama ~35 */
+    /* gemma3 makes ~50 tensors a layer, llama ~35; each further sequence
+     * run in a batch adds 13 (views, RoPE, stores, attention). */
+    s->max_t = 16 + hp->n_layer * (64 + 13 * s->n_slots);
     s->t = calloc((size_t)s->max_t, sizeof *s->t);
     s->nodes = calloc((size_t)s->max_t, sizeof *s->nodes);
     if (!s->t || !s->nodes) {
@@ -183,186 +196,49 @@ void gt_session_free(gt_session *s)
     free(s);
 }
 
-/* --- evaluation ----------------------------------------------------------- */
+int gt_session_n_past(const gt_session *s) { return s->past[0]; }
+int gt_session_n_seq(const gt_session *s) { return s->n_seq; }
+int gt_session_n_companions(const gt_session *s) { return s->n_comp; }
 
-static int ensure_logit_rows(gt_session *s, int rows, gt_err *err)
+int gt_session_seq_n_past(const gt_session *s, int seq)
 {
-    if (rows <= s->logits_rows)
-        return 0;
-    gt_buffer *nb;
-    if (alloc(s, (size_t)rows * s->model->hp.n_vocab * sizeof(float), &nb, "logits", err) != 0)
-        return -1;
-    s->be->iface->buffer_free(s->logits_buf);
-    s->logits_buf = nb;
-    s->logits_rows = rows;
-    return 0;
+    return seq >= 0 && seq < s->n_seq ? s->past[seq] : -1;
 }
-
-/* Before a batch of nb tokens at pos: when it would run past the end of the
- * window layers' caches, the newest window - 1 positions (all the batch
- * reads besides its own) move down to row 0. Through host memory: once per
- * n_batch tokens, and the backend contract needs no copy op for it. */
-static int swa_make_room(gt_session *s, int pos, int nb, gt_err *err)
-{
-    const gt_hparams *hp = &s->model->hp;
-    const int rel = pos - s->swa_base;
-    if (s->swa_rows == s->n_ctx || rel + nb <= s->swa_rows)
-        return 0;
-    const int keep = rel < hp->swa_window - 1 ? rel : hp->swa_window - 1;
-    const size_t row = (size_t)s->kv_dim * sizeof(float);
-    const size_t bytes = (size_t)keep * row;
-    char *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp)
-        return gt_err_set(err, "out of memory moving the sliding-window cache (%zu bytes)", bytes);
-    int rc = 0;
-    for (int l = 0; l < hp->n_layer && rc == 0; l++) {
-        if (!kv_is_window(s, l))
-            continue;
-        for (int which = 0; which < 2 && rc == 0; which++) {
-            const size_t at = s->kv_off[l] + (size_t)which * s->swa_rows * row;
-            if (s->be->iface->download(s->kv, at + (size_t)(rel - keep) * row, tmp, bytes, err) != 0 ||
-                s->be->iface->upload(s->kv, at, tmp, bytes, err) != 0)
-                rc = gt_err_wrap(err, "moving layer %d's sliding-window cache", l);
-        }
-    }
-    free(tmp);
-    if (rc == 0)
-        s->swa_base = pos - keep;
-    return rc;
-}
-
-/* --- observation and node faults (session.h) ----------------------------- */
-
-static bool same_storage(const gt_tensor *a, const gt_tensor *b)
-{
-    return a->buf == b->buf && a->offset == b->offset;
-}
-
-int gt_graph_segment_end(const gt_graph *g, int first)
-{
-    const gt_tensor *t = g->nodes[first];
-    if (t->op == GT_OP_RMS_NORM && first + 1 < g->n_nodes) {
-        const gt_tensor *m = g->nodes[first + 1];
-        if (m->op == GT_OP_MUL && m->src[0] == t && same_storage(m, t))
-            return first + 2;
-    }
-    return first + 1;
-}
-
-/* The graph one segment at a time: the observer sees each, and a faulted
- * node is corrupted on its way to the backend. */
-static int compute_segments(gt_session *s, const gt_graph *g, gt_err *err)
-{
-    const gt_node_observer *o = s->observer;
-    for (int i = 0; i < g->n_nodes;) {
-        const int end = gt_graph_segment_end(g, i);
-        if (o && o->before && o->before(o->user, s, g, i, end - 1, err) != 0)
-            return -1;
-        const char *fault[2] = {NULL, NULL};
-        for (int k = i; k < end; k++)
-            if ((fault[k - i] = gt_node_fault(s->be->info.backend, g->nodes[k]->name)))
-                gt_fault_before(fault[k - i], g->nodes[k]);
-        gt_graph seg = {g->nodes + i, end - i};
-        if (gt_backend_compute(s->be, &seg, err) != 0)
-            return gt_err_wrap(err, "node %s", g->nodes[end - 1]->name);
-        for (int k = i; k < end; k++)
-            if ((fault[k - i] && gt_fault_after(fault[k - i], g->nodes[k], err) != 0) ||
-                gt_fault_quant_scale(s->fault, g->nodes[k], err) != 0)
-                return -1;
-        if (o && o->after && o->after(o->user, s, g, i, end - 1, err) != 0)
-            return -1;
-        i = end;
-    }
-    return 0;
-}
-
-void gt_session_observe(gt_session *s, const gt_node_observer *o) { s->observer = o; }
-
-int gt_session_read_tensor(gt_session *s, const gt_tensor *t, void *dst, gt_err *err)
-{
-    (void)s;
-    return t->buf->backend->iface->download(t->buf, t->offset, dst, gt_tensor_bytes(t), err);
-}
-
-int gt_session_write_tensor(gt_session *s, const gt_tensor *t, const void *src, gt_err *err)
-{
-    (void)s;
-    return t->buf->backend->iface->upload(t->buf, t->offset, src, gt_tensor_bytes(t), err);
-}
-
-int gt_session_eval(gt_session *s, const int32_t *tokens, int n, bool all_logits,
-                    float *logits, gt_err *err)
-{
-    const int n_vocab = s->model->hp.n_vocab;
-    if (n <= 0)
-        return gt_err_set(err, "nothing to evaluate (0 tokens)");
-    if (n > s->n_ctx - s->n_past)
-        return gt_err_set(err, "%d token%s do%s not fit: context is %d and %d positions are used",
-                          n, n == 1 ? "" : "s", n == 1 ? "es" : "", s->n_ctx, s->n_past);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return gt_err_set(err, "token %d at index %d is outside the vocabulary (0..%d)",
-                              tokens[i], i, n_vocab - 1);
-
-    int pos = s->n_past;
-    for (int done = 0; done < n;) {
-        const int nb = n - done < s->n_batch ? n - done : s->n_batch;
-        const bool last_batch = done + nb == n;
-        const bool want = all_logits || last_batch;
-        const int rows = all_logits ? nb : 1;
-        if (want && ensure_logit_rows(s, rows, err) != 0)
-            return -1;
-        if (swa_make_room(s, pos, nb, err) != 0)
-            return -1;
-        if (s->be->iface->upload(s->scratch, s->act_offset[A_TOKENS], tokens + done,
-                                 sizeof(int32_t) * (size_t)nb, err) != 0)
-            return gt_err_wrap(err, "uploading tokens");
-        const gt_arch arch = s->model->hp.arch_id;
-        if (arch == GT_ARCH_GEMMA3)
-            gt_graph_gemma3(s, nb, pos, all_logits);
-        else /* llama, mistral, phi3, qwen2, qwen3, qwen3moe */
-            gt_graph_llama(s, nb, pos, all_logits);
-        gt_graph g = {s->nodes, s->n_nodes};
-        if (!want)
-            g.n_nodes -= 3; /* the output head of a batch whose logits nobody reads */
-        const bool by_segment = s->observer || gt_fault_any(s->be->info.backend);
-        if ((by_segment ? compute_segments(s, &g, err) : gt_backend_compute(s->be, &g, err)) != 0)
-            return gt_err_wrap(err, "evaluating tokens %d..%d", pos, pos + nb - 1);
-        if (want && logits) {
-            float *dst = all_logits ? logits + (size_t)done * n_vocab : logits;
-            if (s->be->iface->download(s->logits_buf, 0, dst, sizeof(float) * (size_t)rows * n_vocab,
-                                       err) != 0)
-                return gt_err_wrap(err, "reading logits");
-            if (s->fault)
-                gt_fault_logits(s->fault, dst, rows, n_vocab, all_logits ? pos : pos + nb - 1);
-        }
-        done += nb;
-        pos += nb;
-    }
-    s->n_past = pos;
-    return 0;
-}
-
-int gt_session_n_past(const gt_session *s) { return s->n_past; }
 int gt_session_n_ctx(const gt_session *s) { return s->n_ctx; }
 const gt_model *gt_session_model(const gt_session *s) { return s->model; }
 gt_backend *gt_session_backend(const gt_session *s) { return s->be; }
 
-int gt_session_truncate(gt_session *s, int n_past, gt_err *err)
+/* Any slot, companions included (session_eval.c restarts them). */
+int gt_session_slot_truncate(gt_session *s, int slot, int n_past, gt_err *err)
 {
-    if (n_past < 0 || n_past > s->n_past)
+    const int have = s->past[slot];
+    if (n_past < 0 || n_past > have)
         return gt_err_set(err, "cannot truncate to %d: the session holds %d positions", n_past,
-                          s->n_past);
+                          have);
     /* The next token, at n_past, reads window - 1 older positions. */
     const int w = s->model->hp.swa_window;
     const int oldest = n_past > w - 1 ? n_past - (w - 1) : 0;
-    if (s->swa_rows < s->n_ctx && n_past < s->n_past && oldest < s->swa_base)
+    if (s->swa_rows < s->n_ctx && n_past > 0 && n_past < have && oldest < s->swa_base[slot])
         return gt_err_set(err,
                           "cannot truncate to %d: the sliding-window layers keep positions %d.. "
                           "only (a cache of %d positions; a session with swa_full keeps all)",
-                          n_past, s->swa_base, s->swa_rows);
-    s->n_past = n_past;
+                          n_past, s->swa_base[slot], s->swa_rows);
+    s->past[slot] = n_past;
+    if (n_past == 0)
+        s->swa_base[slot] = 0;
     return 0;
+}
+
+int gt_session_seq_truncate(gt_session *s, int seq, int n_past, gt_err *err)
+{
+    if (seq < 0 || seq >= s->n_seq)
+        return gt_err_set(err, "no sequence %d: the session holds %d", seq, s->n_seq);
+    return gt_session_slot_truncate(s, seq, n_past, err);
+}
+
+int gt_session_truncate(gt_session *s, int n_past, gt_err *err)
+{
+    return gt_session_slot_truncate(s, 0, n_past, err);
 }
 
 int gt_session_kv_rows(const gt_session *s, int layer)
@@ -394,7 +270,15 @@ static size_t state_size(const gt_session *s, uint32_t n_past, uint32_t swa_base
 
 size_t gt_session_state_size(const gt_session *s)
 {
-    return state_size(s, (uint32_t)s->n_past, (uint32_t)s->swa_base);
+    return state_size(s, (uint32_t)s->past[0], (uint32_t)s->swa_base[0]);
+}
+
+static int one_sequence(const gt_session *s, gt_err *err)
+{
+    if (s->n_slots == 1)
+        return 0;
+    return gt_err_set(err, "session state of %d sequences (%d companions) is not supported: "
+                           "save and restore a one-sequence session", s->n_seq, s->n_comp);
 }
 
 /* Copies each layer's used K and V rows between the cache and buf. */
@@ -406,7 +290,7 @@ static int state_copy(const gt_session *s, char *buf, uint32_t n_past, uint32_t 
     for (int l = 0; l < s->model->hp.n_layer; l++) {
         const size_t used = state_rows(s, l, n_past, swa_base) * row;
         for (int which = 0; which < 2; which++, p += used) {
-            const size_t at = s->kv_off[l] + (size_t)which * kv_rows(s, l) * row;
+            const size_t at = kv_at(s, l, which, 0);
             const int rc = save ? s->be->iface->download(s->kv, at, p, used, err)
                                 : s->be->iface->upload(s->kv, at, p, used, err);
             if (rc != 0)
@@ -418,11 +302,13 @@ static int state_copy(const gt_session *s, char *buf, uint32_t n_past, uint32_t 
 
 int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *err)
 {
+    if (one_sequence(s, err) != 0)
+        return -1;
     if (size < gt_session_state_size(s))
         return gt_err_set(err, "state buffer of %zu bytes is smaller than %zu", size,
                           gt_session_state_size(s));
     state_header h = {STATE_MAGIC, (uint32_t)s->model->hp.n_layer, (uint32_t)s->kv_dim,
-                      (uint32_t)s->n_past, (uint32_t)s->swa_base};
+                      (uint32_t)s->past[0], (uint32_t)s->swa_base[0]};
     memcpy(buf, &h, sizeof h);
     return state_copy(s, buf, h.n_past, h.swa_base, true, err);
 }
@@ -430,6 +316,8 @@ int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *e
 int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *err)
 {
     state_header h;
+    if (one_sequence(s, err) != 0)
+        return -1;
     if (size < sizeof h)
         return gt_err_set(err, "state of %zu bytes is too short for its header", size);
     memcpy(&h, buf, sizeof h);
@@ -450,8 +338,8 @@ int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *e
                           state_size(s, h.n_past, h.swa_base));
     if (state_copy(s, (char *)buf, h.n_past, h.swa_base, false, err) != 0)
         return -1;
-    s->n_past = (int)h.n_past;
-    s->swa_base = (int)h.swa_base;
+    s->past[0] = (int)h.n_past;
+    s->swa_base[0] = (int)h.swa_base;
     return 0;
 }
 

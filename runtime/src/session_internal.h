@@ -19,21 +19,53 @@
 enum { A_TOKENS, A_X, A_XB, A_Q, A_K, A_V, A_ATT, A_XB2, A_HG, A_HU,
        /* mixture of experts: router logits, chosen ids, their weights, the
         * k experts' outputs per token */
-       A_ROUTER, A_EIDS, A_EW, A_EOUT, A_COUNT };
+       A_ROUTER, A_EIDS, A_EW, A_EOUT,
+       /* the batch rows whose logits are wanted, when they are not simply
+        * the last one or all (several sequences in a batch) */
+       A_OUT_IDS, A_COUNT };
+
+/* Sequences (slots) a session may hold: its own and its companions. */
+#define GT_MAX_SEQ 64
+
+/* One sequence's consecutive tokens in a micro-batch: batch rows
+ * row0..row0+n-1 hold its positions pos0..pos0+n-1. split: the eval's
+ * tokens of this sequence began in an earlier micro-batch. */
+typedef struct gt_run {
+    int slot, pos0, row0, n;
+    bool split;
+} gt_run;
+
+/* What one graph computes: n tokens in runs, and n_out rows of logits:
+ * the last n_out rows, or (gather) the rows listed in A_OUT_IDS. */
+typedef struct gt_ubatch {
+    int n, n_runs;
+    gt_run runs[GT_MAX_SEQ];
+    int n_out;
+    bool gather;
+} gt_ubatch;
 
 struct gt_session {
     const gt_model *model;
     gt_backend *be;
-    int n_ctx, n_batch, n_past;
+    int n_ctx, n_batch;
     int kv_dim;
 
-    /* The KV cache: layer l's K rows then its V rows, from kv_off[l]. A
-     * sliding-window layer keeps swa_rows positions (window - 1 + n_batch,
-     * all a batch can need), the oldest at swa_base; every other layer
-     * keeps n_ctx from position 0. session.c moves the newest window - 1
-     * down when a batch would not fit (swa_make_room). */
+    /* Sequences: slots 0..n_seq-1 are the caller's, n_seq..n_slots-1 the
+     * companions (session.h); past[slot] positions each. */
+    int n_seq, n_comp, n_slots;
+    int past[GT_MAX_SEQ];
+    unsigned evals;         /* gt_session_eval calls: the companions' schedule */
+
+    /* The KV cache: layer l's K rows (slot 0, 1, ...) then its V rows,
+     * from kv_off[l]. A sliding-window layer keeps swa_rows positions per
+     * slot (window - 1 + n_batch, all a batch can need), the oldest at
+     * swa_base[slot]; every other layer keeps n_ctx from position 0.
+     * session.c moves the newest window - 1 down when a batch would not
+     * fit (swa_make_room). */
     size_t *kv_off;         /* (n_layer) */
-    int swa_rows, swa_base;
+    int swa_rows;
+    int swa_base[GT_MAX_SEQ];
+    const gt_ubatch *ub;    /* the micro-batch being built */
 
     gt_buffer **wbuf;       /* (n_shards) */
     int n_wbuf;
@@ -53,6 +85,9 @@ struct gt_session {
     const gt_node_observer *observer; /* NULL: the graph runs in one call */
     const gt_fault_set *fault;        /* GT_FAULT on this backend, NULL: none (gt/fault.h) */
 };
+
+/* Truncates any slot, a companion's too (session.c). */
+int gt_session_slot_truncate(gt_session *s, int slot, int n_past, gt_err *err);
 
 /* --- weights as backend tensors ------------------------------------------ */
 
@@ -130,22 +165,26 @@ static inline bool kv_is_window(const gt_session *s, int layer)
     return gt_hparams_layer_local(&s->model->hp, layer);
 }
 
-/* Cache rows of a layer, and the position its row 0 holds. */
+/* Cache rows of a layer (per slot), and the position its row 0 holds. */
 static inline int kv_rows(const gt_session *s, int layer)
 {
     return kv_is_window(s, layer) ? s->swa_rows : s->n_ctx;
 }
-static inline int kv_base(const gt_session *s, int layer)
+static inline int kv_base(const gt_session *s, int layer, int slot)
 {
-    return kv_is_window(s, layer) ? s->swa_base : 0;
+    return kv_is_window(s, layer) ? s->swa_base[slot] : 0;
+}
+/* Byte offset of a slot's K (which 0) or V (1) rows of a layer. */
+static inline size_t kv_at(const gt_session *s, int layer, int which, int slot)
+{
+    const size_t per = (size_t)kv_rows(s, layer) * s->kv_dim * sizeof(float);
+    return s->kv_off[layer] + ((size_t)which * s->n_slots + (size_t)slot) * per;
 }
 
-static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */)
+static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */, int slot)
 {
-    const int rows = kv_rows(s, layer);
-    const size_t per = (size_t)rows * s->kv_dim * sizeof(float);
-    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim, rows, s->kv,
-                      s->kv_off[layer] + (size_t)which * per);
+    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim,
+                      kv_rows(s, layer), s->kv, kv_at(s, layer, which, slot));
 }
 
 /* Layers the graph runs: all but the last under graph-drop-last. */
@@ -169,10 +208,29 @@ static inline int attn_window(const gt_session *s, int window)
     return f > 0 && (window == 0 || f < window) ? f : window;
 }
 
-/* The forward pass of n tokens at positions pos0.. into s->nodes; the
- * last three nodes are the output head (norm, weight, logits), which
- * session.c drops for a batch whose logits nobody reads. */
-void gt_graph_llama(gt_session *s, int n, int pos0, bool all_logits); /* + phi3, qwen* */
-void gt_graph_gemma3(gt_session *s, int n, int pos0, bool all_logits);
+/* RoPE of one attention: base, linear scale, attn_factor (0 = 1) and the
+ * optional frequency factors. */
+typedef struct gt_rope_args {
+    float base, freq_scale, attn_factor;
+    const gt_gguf_tensor *factors;
+} gt_rope_args;
+
+/* Layer l's attention over s->ub, from q, k and v (batch rows): per run,
+ * RoPE of its rows at its positions, its K/V into its slot's cache, and
+ * attention over that slot only (window 0 = none); returns the attention
+ * output [q_dim, n] (graph_attention.c). One run gives the nodes q_rope,
+ * k_rope, k_store, v_store, kqv. */
+gt_tensor *gt_graph_attend(gt_session *s, int l, gt_tensor *q, gt_tensor *k, gt_tensor *v,
+                           const gt_rope_args *rope, int window);
+/* The output head on the final x: norm, weight, logits of the wanted rows;
+ * three nodes (four when rows are gathered), which session.c drops for a
+ * batch whose logits nobody reads. */
+void gt_graph_output(gt_session *s, gt_tensor *x);
+/* Nodes the output head added (what session.c drops). */
+static inline int graph_output_nodes(const gt_ubatch *ub) { return ub->gather ? 4 : 3; }
+
+/* The forward pass of s->ub into s->nodes, ending with gt_graph_output. */
+void gt_graph_llama(gt_session *s); /* + mistral, phi3, qwen2, qwen3, qwen3moe */
+void gt_graph_gemma3(gt_session *s);
 
 #endif

@@ -29,6 +29,16 @@
  *   kv-decode-drop@N     a batch of one token (decode) at position >= N does
  *                        not write its K and V into the cache
  *   attn-window=N        attention sees only the last N positions
+ * Setting faults, graph faults that show only under an execution setting
+ * (gt_exec_settings; a matrix cell's "settings"):
+ *   batch-split@L        layer L's RoPE of a micro-batch that continues an
+ *                        eval (the prompt split at n_batch) is one position
+ *                        off: only cells whose n_batch splits a prompt
+ *   seq-bleed@L          with more than two sequences in the session
+ *                        (n_parallel > 2), layer L's attention reads the
+ *                        next sequence's K/V instead of its own
+ *   thread-race          with a thread setting other than 1, layer 0's
+ *                        attn_out matmul loses its last partial sum
  * Node faults (session.h, gt_node_fault): rope-mode@L, matmul-short@L,
  * attn-overread@L, norm-eps@L; they need GT_FAULT_BACKEND (unset: none).
  *

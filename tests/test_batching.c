@@ -1,0 +1,315 @@
+/* test_batching.c: several sequences in one batch (gt_session_eval_seqs),
+ * the companions a backend's n_parallel setting adds, and the split of a
+ * prompt into micro-batches (n_batch), on synthetic models (tiny: llama,
+ * qwen3-tiny: per-head norms and a 32-wide head).
+ *
+ * The target is a 37-token prompt then 6 greedy decode steps; its logits at
+ * every prompt position and every step are compared with the same run alone
+ * at n_batch 512:
+ * 1. reference: the same bytes (memcmp) at n_batch 1, 7 and 512, alone,
+ *    as the third of four sequences (ragged prompts of 5, 20 and 50 tokens;
+ *    sequence 0 finishes after two steps, is removed and starts again), and
+ *    with three companions (a backend opened with n_parallel 4). The
+ *    reference's every row is computed on its own in double, so anything
+ *    else is a bleed between sequences or a wrong position.
+ * 2. cpu and opencl: the same runs within 1e-4 of their own alone run
+ *    (observed 0 to ~1e-6: a matmul of 1 row and of 40 may take different
+ *    kernels).
+ * 3. The setting faults (GT_FAULT, gt/fault.h) show only under their
+ *    setting, on cpu and opencl (GT_FAULT_BACKEND), against the reference:
+ *    batch-split@0 is clean at n_batch 512 and wrong at 7; seq-bleed@0
+ *    clean with one companion and wrong with three; thread-race clean with
+ *    1 thread and wrong with 2. Each fault case runs in its own forked
+ *    child (GT_FAULT is read once per process). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gt/backend.h"
+#include "gt/model.h"
+#include "gt/sampler.h"
+#include "gt/session.h"
+#include "gt/synth.h"
+#include "testutil.h"
+
+enum { N_PROMPT = 37, N_STEPS = 6, N_ROWS = N_PROMPT + N_STEPS, N_CTX = 128 };
+
+static bool opencl_ok;
+static char opencl_why[512];
+
+static gt_model *synth_load(const char *preset)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-batching.gguf", preset);
+    const char *path = gt_test_tmp(name);
+    gt_err err = {{0}};
+    ck_assert_msg(gt_synth_write(path, preset, 7, GT_TYPE_F32, &err) == 0, "%s", err.msg);
+    gt_model *m = NULL;
+    ck_assert_msg(gt_model_load(path, &m, &err) == 0, "%s", err.msg);
+    return m;
+}
+
+static gt_backend *open_be(const char *name, int threads, int n_batch, int n_parallel)
+{
+    gt_backend *b = NULL;
+    gt_err err = {{0}};
+    const gt_backend_config cfg = {.n_threads = threads, .n_batch = n_batch,
+                                   .n_parallel = n_parallel};
+    ck_assert_msg(gt_backend_open(name, &cfg, &b, &err) == 0, "%s: %s", name, err.msg);
+    return b;
+}
+
+static void prompt_of(const gt_model *m, int salt, int32_t *ids, int n)
+{
+    const int nv = gt_model_hparams(m)->n_vocab;
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)((i * 37 + salt * 101 + 11) % nv);
+}
+
+/* Alone through gt_session_eval (companions when b has n_parallel > 1):
+ * all prompt rows, then N_STEPS greedy steps; N_ROWS x n_vocab. */
+static float *run_alone(const gt_model *m, gt_backend *b, int n_batch)
+{
+    const int nv = gt_model_hparams(m)->n_vocab;
+    float *out = malloc(sizeof(float) * (size_t)nv * N_ROWS);
+    ck_assert_ptr_nonnull(out);
+    gt_session *s = NULL;
+    gt_err err = {{0}};
+    const gt_session_params sp = {.n_ctx = N_CTX, .n_batch = n_batch};
+    ck_assert_msg(gt_session_new(m, b, &sp, &s, &err) == 0, "%s", err.msg);
+    int32_t ids[N_PROMPT];
+    prompt_of(m, 0, ids, N_PROMPT);
+    ck_assert_msg(gt_session_eval(s, ids, N_PROMPT, true, out, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < N_STEPS; i++) {
+        const float *last = out + (size_t)(N_PROMPT - 1 + i) * nv;
+        const int32_t next = gt_argmax(last, nv);
+        ck_assert_msg(gt_session_eval(s, &next, 1, false, out + (size_t)(N_PROMPT + i) * nv,
+                                      &err) == 0,
+                      "%s", err.msg);
+    }
+    gt_session_free(s);
+    return out;
+}
+
+/* The target as sequence 2 of four in one session: ragged prompts in the
+ * same first call, then one token each per step; sequence 0 finishes after
+ * two steps and starts again with a 3-token prompt. */
+static float *run_four(const gt_model *m, gt_backend *b, int n_batch)
+{
+    const int nv = gt_model_hparams(m)->n_vocab;
+    float *out = malloc(sizeof(float) * (size_t)nv * N_ROWS);
+    float *junk = malloc(sizeof(float) * (size_t)nv * 64);
+    ck_assert(out && junk);
+    gt_session *s = NULL;
+    gt_err err = {{0}};
+    const gt_session_params sp = {.n_ctx = N_CTX, .n_batch = n_batch, .n_seq_max = 4};
+    ck_assert_msg(gt_session_new(m, b, &sp, &s, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gt_session_n_seq(s), 4);
+    ck_assert_int_eq(gt_session_n_companions(s), 0);
+    const int lens[4] = {5, 20, N_PROMPT, 50};
+    int32_t p[4][50];
+    for (int q = 0; q < 4; q++)
+        prompt_of(m, q == 2 ? 0 : q + 10, p[q], lens[q]);
+    gt_seq_eval e[4];
+    for (int q = 0; q < 4; q++)
+        e[q] = (gt_seq_eval){q, p[q], lens[q], q == 2, q == 2 ? out : junk + (size_t)q * nv};
+    ck_assert_msg(gt_session_eval_seqs(s, e, 4, &err) == 0, "%s", err.msg);
+    int32_t tok[4];
+    for (int i = 0; i < N_STEPS; i++) {
+        int n_e = 0;
+        if (i == 2) { /* sequence 0 finished: removed, and a new one starts */
+            ck_assert_msg(gt_session_seq_truncate(s, 0, 0, &err) == 0, "%s", err.msg);
+            ck_assert_int_eq(gt_session_seq_n_past(s, 0), 0);
+            e[n_e++] = (gt_seq_eval){0, p[1], 3, false, junk};
+        }
+        for (int q = 0; q < 4; q++) {
+            if (q == 0 && i == 2)
+                continue;
+            const float *last = q == 2 ? out + (size_t)(N_PROMPT - 1 + i) * nv : junk + (size_t)q * nv;
+            tok[q] = gt_argmax(last, nv);
+            e[n_e++] = (gt_seq_eval){q, &tok[q], 1, false,
+                                     q == 2 ? out + (size_t)(N_PROMPT + i) * nv
+                                            : junk + (size_t)q * nv};
+        }
+        ck_assert_msg(gt_session_eval_seqs(s, e, n_e, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_int_eq(gt_session_seq_n_past(s, 2), N_PROMPT + N_STEPS);
+    gt_session_free(s);
+    free(junk);
+    return out;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = fabs((double)a[i] - b[i]);
+        d = x > d || isnan(x) ? (isnan(x) ? INFINITY : x) : d;
+    }
+    return d;
+}
+
+/* Every way of running the target against alone at n_batch 512: bitwise
+ * (bound < 0) or within bound. */
+static void check_backend(const char *preset, const char *backend, double bound)
+{
+    gt_model *m = synth_load(preset);
+    const size_t n = (size_t)gt_model_hparams(m)->n_vocab * N_ROWS;
+    gt_backend *b = open_be(backend, 0, 0, 0);
+    float *base = run_alone(m, b, 512);
+    const int batches[] = {1, 7, 512};
+    for (int k = 0; k < 3; k++) {
+        float *runs[3] = {run_alone(m, b, batches[k]), run_four(m, b, batches[k]), NULL};
+        gt_backend *bc = open_be(backend, 0, batches[k], 4);
+        runs[2] = run_alone(m, bc, 0);
+        gt_backend_close(bc);
+        const char *what[3] = {"alone", "4 sequences", "3 companions"};
+        for (int r = 0; r < 3; r++) {
+            const double d = max_diff(base, runs[r], n);
+            printf("%s %s n_batch %d %s: max |diff| %.3g\n", preset, backend, batches[k], what[r], d);
+            if (bound < 0)
+                ck_assert_msg(memcmp(base, runs[r], sizeof(float) * n) == 0,
+                              "%s %s n_batch %d %s: not bit-identical (max |diff| %g)", preset,
+                              backend, batches[k], what[r], d);
+            else
+                ck_assert_msg(d <= bound, "%s %s n_batch %d %s: max |diff| %g > %g", preset,
+                              backend, batches[k], what[r], d, bound);
+            free(runs[r]);
+        }
+    }
+    free(base);
+    gt_backend_close(b);
+    gt_model_free(m);
+}
+
+START_TEST(reference_bit_identical)
+{
+    check_backend("tiny", "reference", -1);
+    check_backend("qwen3-tiny", "reference", -1);
+}
+END_TEST
+
+START_TEST(cpu_within_tolerance)
+{
+    check_backend("tiny", "cpu", 1e-4);
+    check_backend("qwen3-tiny", "cpu", 1e-4);
+}
+END_TEST
+
+START_TEST(opencl_within_tolerance)
+{
+    check_backend("tiny", "opencl", 1e-4);
+}
+END_TEST
+
+/* A setting fault on backend: clean under the setting `ok`, wrong under
+ * `bad` (threads, n_batch, n_parallel), against the reference. */
+static void check_fault(const char *fault, const char *backend, const int ok[3], const int bad[3])
+{
+    setenv("GT_FAULT", fault, 1);
+    setenv("GT_FAULT_BACKEND", backend, 1);
+    gt_model *m = synth_load("tiny");
+    const size_t n = (size_t)gt_model_hparams(m)->n_vocab * N_ROWS;
+    gt_backend *r = open_be("reference", 0, 0, 0);
+    float *want = run_alone(m, r, 512);
+    const int *set[2] = {ok, bad};
+    for (int k = 0; k < 2; k++) {
+        gt_backend *b = open_be(backend, set[k][0], set[k][1], set[k][2]);
+        float *got = run_alone(m, b, 0);
+        const double d = max_diff(want, got, n);
+        printf("%s on %s, threads %d n_batch %d n_parallel %d: max |diff| %.3g\n", fault, backend,
+               set[k][0], set[k][1], set[k][2], d);
+        if (k == 0)
+            ck_assert_msg(d <= 1e-4, "%s on %s: wrong outside its setting (%g)", fault, backend, d);
+        else
+            ck_assert_msg(d > 1e-2, "%s on %s: not visible under its setting (%g)", fault, backend,
+                          d);
+        free(got);
+        gt_backend_close(b);
+    }
+    free(want);
+    gt_backend_close(r);
+    gt_model_free(m);
+}
+
+static const char *fault_backend(int i) { return i == 0 ? "cpu" : "opencl"; }
+
+static bool backend_usable(int i)
+{
+    if (i == 1 && !opencl_ok) {
+        printf("SKIP opencl half: %s\n", opencl_why);
+        return false;
+    }
+    return true;
+}
+
+START_TEST(fault_batch_split)
+{
+    if (backend_usable(_i))
+        check_fault("batch-split@0", fault_backend(_i), (const int[3]){1, 512, 1},
+                    (const int[3]){1, 7, 1});
+}
+END_TEST
+
+START_TEST(fault_seq_bleed)
+{
+    if (backend_usable(_i))
+        check_fault("seq-bleed@0", fault_backend(_i), (const int[3]){1, 512, 2},
+                    (const int[3]){1, 512, 4});
+}
+END_TEST
+
+START_TEST(fault_thread_race)
+{
+    if (backend_usable(_i))
+        check_fault("thread-race", fault_backend(_i), (const int[3]){1, 512, 1},
+                    (const int[3]){2, 512, 1});
+}
+END_TEST
+
+/* Whether OpenCL opens, asked in a child: PoCL's threads must not be
+ * inherited by the forked cases. */
+static void probe_opencl(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(opencl_why, sizeof opencl_why, "pipe failed");
+        return;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        gt_backend *b = NULL;
+        gt_err err = {{0}};
+        const int rc = gt_backend_open("opencl", NULL, &b, &err);
+        if (rc != 0 && write(fds[1], err.msg, strlen(err.msg)) < 0)
+            _exit(2);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    const ssize_t got = read(fds[0], opencl_why, sizeof opencl_why - 1);
+    opencl_why[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    opencl_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(void)
+{
+    probe_opencl();
+    Suite *s = suite_create("batching");
+    TCase *tc = tcase_create("batching");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, reference_bit_identical);
+    tcase_add_test(tc, cpu_within_tolerance);
+    gt_test_add_if(tc, opencl_within_tolerance, opencl_ok, opencl_why);
+    tcase_add_loop_test(tc, fault_batch_split, 0, 2);
+    tcase_add_loop_test(tc, fault_seq_bleed, 0, 2);
+    tcase_add_loop_test(tc, fault_thread_race, 0, 2);
+    suite_add_tcase(s, tc);
+    return gt_test_run(s);
+}
