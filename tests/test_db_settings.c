@@ -5,7 +5,9 @@
  * it) is migrated on open: its cell keeps its row and reads settings '' and
  * NULL values, and `db check` finds the migrated schema equal to a fresh
  * one. Cells added with settings store the variant id and each value (NULL
- * for what the matrix did not set), and a merge carries them. */
+ * for what the matrix did not set), and a merge carries them. The gate's
+ * own patterns (must_pass, allowed_skips) read the settings part: an axis
+ * "settings" narrows to variants, a four-part id covers them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "../harness/store/db_check.c"
 #include "../harness/store/db_merge.c"
 #include "../harness/store/db_record.c"
+#include "../harness/store/gate.c"
 #include "../harness/base/sha256.c"
 #include "../harness/base/status.c"
 
@@ -124,12 +127,74 @@ START_TEST(settings_recorded_and_merged)
 }
 END_TEST
 
+/* Cells recorded with the given status and skip reason (no checks). */
+static void finish(gt_db *db, int64_t run, const char *cell, const char *status,
+                   const char *reason)
+{
+    gt_err err = {{0}};
+    gt_db_record rec = {.cell_id = cell, .status = status, .raw_status = status,
+                        .reason = reason, .log = "", .started_at = 1, .finished_at = 2,
+                        .duration_s = 1};
+    ck_assert_msg(gt_db_cell_record(db, run, &rec, NULL, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(gate_patterns_read_settings)
+{
+    static const char *const GATES[][2] = {
+        /* must_pass by the settings axis: the nb7 cell skipped, so FAIL. */
+        {"{\"must_pass\": [{\"settings\": \"nb7-*\"}]}", "1"},
+        /* must_pass naming another variant: the skip is allowed. */
+        {"{\"must_pass\": [{\"settings\": \"nb1-*\"}]}", "0"},
+        /* A four-part id covers its variants. */
+        {"{\"must_pass\": [\"m/q/cpu/default\"]}", "1"},
+        /* The skip's category allowed for the variant's four-part id only. */
+        {"{\"allowed_skips\": [{\"category\": \"unsupported\", \"cell\": \"m/q/cpu/default\"}]}",
+         "0"},
+        {"{\"allowed_skips\": [{\"category\": \"unsupported\", \"settings\": \"nb1-*\"}]}",
+         "1"},
+    };
+    for (size_t g = 0; g < sizeof GATES / sizeof GATES[0]; g++) {
+        char name[32], key[32];
+        snprintf(name, sizeof name, "gate%zu.sqlite", g);
+        snprintf(key, sizeof key, "m/t/%zu", g);
+        const char *path = gt_test_tmp(name);
+        unlink(path);
+        gt_db *db = open_rw(path);
+        gt_err err = {{0}};
+        gt_db_run_new nr = {key, "m", "s", "{}", "m.json", "t", GATES[g][0], 2};
+        int64_t run;
+        ck_assert_msg(gt_db_run_create(db, &nr, &run, &err) == 0, "%s", err.msg);
+        const gt_db_cell_new cells[] = {
+            {.cell_id = "m/q/cpu/default/nb1-np4", .model = "m", .quant = "q", .backend = "cpu",
+             .driver = "default", .idx = 0, .required = true, .expected = "pass",
+             .settings = "nb1-np4", .n_batch = 1, .n_parallel = 4},
+            {.cell_id = "m/q/cpu/default/nb7-np4", .model = "m", .quant = "q", .backend = "cpu",
+             .driver = "default", .idx = 1, .required = true, .expected = "pass",
+             .settings = "nb7-np4", .n_batch = 7, .n_parallel = 4},
+        };
+        ck_assert_msg(gt_db_cells_add(db, run, cells, 2, &err) == 0, "%s", err.msg);
+        finish(db, run, cells[0].cell_id, "pass", NULL);
+        finish(db, run, cells[1].cell_id, "skip", "unsupported: kv_type f16: test");
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        int rc = gt_gate_eval(db, run, NULL, 0, out, &err);
+        fclose(out);
+        ck_assert_msg(rc == atoi(GATES[g][1]), "gate %zu (%s): %d, want %s\n%s%s", g,
+                      GATES[g][0], rc, GATES[g][1], buf, err.msg);
+        free(buf);
+        gt_db_close(db);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db_settings");
     TCase *tc = tcase_create("db_settings");
     tcase_add_test(tc, schema_3_migrates);
     tcase_add_test(tc, settings_recorded_and_merged);
+    tcase_add_test(tc, gate_patterns_read_settings);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

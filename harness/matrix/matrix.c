@@ -402,8 +402,9 @@ static int parse_tolerances(gt_matrix *m, const gt_jv *v, const cJSON *node)
 static int parse_allowed_skips(const gt_jv *v, const cJSON *node, const char *path)
 {
     static const char *const KEYS[] = {"category", "model", "quant",       "backend",
-                                       "driver",   "cell",  "description", NULL};
-    static const char *const GLOBS[] = {"model", "quant", "backend", "driver", "cell", NULL};
+                                       "driver",   "settings", "cell", "description", NULL};
+    static const char *const GLOBS[] = {"model", "quant", "backend", "driver", "settings",
+                                        "cell", NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     const cJSON *arr = NULL, *c;
     if (gt_jv_arr(v, node, path, "allowed_skips", false, false, &arr) != 0)
