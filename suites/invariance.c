@@ -8,14 +8,19 @@
  * - The decode steps of the parallel check are teacher-forced with the
  *   tokens the lone run chose, so both runs see the same history even if an
  *   argmax would flip.
- * - The companions of the parallel check are ragged on purpose: one starts
- *   shorter than the target and is removed after 3 steps, one starts longer
- *   and runs to the end, one starts when the first is removed. Their
- *   entries come before and after the target's in each call, so the
- *   target's tokens sit at different offsets of the packed batch.
- * - The thread check opens two fresh instances of the cell's backend (its
- *   driver and execution settings, only n_threads changed), so it runs
- *   whatever the cell's own thread count is. */
+ * - A setting the cell names is held fixed, one it does not name is
+ *   varied: a cell of a settings matrix (nb7-np4-t2) compares its own
+ *   n_batch, n_parallel and threads with the least demanding value (one
+ *   micro-batch, alone, 1 thread) and skips, saying why, where it has
+ *   that value already; a cell without settings tries n_batch 1 and 7, 4
+ *   sequences and its threads against 1. So a backend wrong only under one
+ *   setting fails exactly the cells that have it (ci/settings-faults.sh).
+ * - The other sequences of the parallel check are ragged on purpose: short
+ *   ones removed after 3 steps, long ones to the end, late ones started
+ *   at step 5. Their entries come before and after the target's in each
+ *   call, so the target's tokens sit at other offsets of the packed batch.
+ * - The thread check opens a fresh 1-thread instance of the cell's backend
+ *   (its driver and execution settings, only n_threads changed). */
 #include "invariance.h"
 
 #include <math.h>
@@ -97,6 +102,22 @@ static int eval_all(const gt_model *m, gt_backend *b, int n_ctx, int n_batch, in
 static int check_batch_split(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, int n,
                              int n_ctx, int n_vocab, gt_err *err)
 {
+    const char *name = "invariance_batch_split";
+    const gt_exec_settings *x = &c->backend->exec;
+    /* A cell that names its n_batch is held to it; one that names none is
+     * split at 1 and 7. */
+    int splits[2] = {1, 7}, n_splits = 2;
+    if (x->n_batch > 0) {
+        if (x->n_batch >= n) {
+            gt_suite_result(c, name, GT_ST_SKIP,
+                            "the cell's n_batch %d does not split the %d-token prompt; the "
+                            "cells with a smaller n_batch test splits",
+                            x->n_batch, n);
+            return 0;
+        }
+        splits[0] = x->n_batch;
+        n_splits = 1;
+    }
     const size_t len = (size_t)n * (size_t)n_vocab;
     float *base = malloc(len * sizeof *base), *got = malloc(len * sizeof *got);
     int rc = -1;
@@ -104,20 +125,20 @@ static int check_batch_split(gt_suite_ctx *c, const gt_model *m, const int32_t *
         gt_err_set(err, "out of memory");
         goto out;
     }
-    /* The prompt's length (one micro-batch) is the baseline; 1 and 7 split it. */
-    const int splits[] = {1, 7};
+    /* The baseline is one micro-batch: room for the prompt and the filler
+     * tokens of the cell's companions (at most 4 each per eval). */
+    const int one = n + 4 * (x->n_parallel > 1 ? x->n_parallel - 1 : 0);
     gt_err e = {{0}};
-    if (eval_all(m, c->backend, n_ctx, n, 0, tokens, n, base, &e) != 0) {
-        gt_suite_check(c, "invariance_batch_split", false, "n_batch %d: %s", n, e.msg);
+    if (eval_all(m, c->backend, n_ctx, one, 0, tokens, n, base, &e) != 0) {
+        gt_suite_check(c, name, false, "n_batch %d: %s", one, e.msg);
         rc = 0;
         goto out;
     }
     diff worst = {0};
     int worst_nb = splits[0];
-    for (size_t k = 0; k < sizeof splits / sizeof *splits; k++) {
+    for (int k = 0; k < n_splits; k++) {
         if (eval_all(m, c->backend, n_ctx, splits[k], 0, tokens, n, got, &e) != 0) {
-            gt_suite_check(c, "invariance_batch_split", false, "n_batch %d: %s", splits[k],
-                           e.msg);
+            gt_suite_check(c, name, false, "n_batch %d: %s", splits[k], e.msg);
             rc = 0;
             goto out;
         }
@@ -126,9 +147,13 @@ static int check_batch_split(gt_suite_ctx *c, const gt_model *m, const int32_t *
             worst = d, worst_nb = splits[k];
     }
     char what[160];
-    snprintf(what, sizeof what, "%d tokens in micro-batches of 1 and 7 vs %d (worst n_batch %d)",
-             n, n, worst_nb);
-    judge(c, "invariance_batch_split", &worst, n_vocab, what);
+    if (n_splits == 1)
+        snprintf(what, sizeof what, "%d tokens in micro-batches of %d (the cell's) vs one", n,
+                 worst_nb);
+    else
+        snprintf(what, sizeof what, "%d tokens in micro-batches of 1 and 7 vs one (worst %d)", n,
+                 worst_nb);
+    judge(c, name, &worst, n_vocab, what);
     rc = 0;
 out:
     free(base);
@@ -143,23 +168,41 @@ static void other_tokens(const int32_t *tokens, int n, int shift, int32_t *out, 
         out[i] = tokens[(i + shift) % n];
 }
 
+/* The others of the parallel check, by j % 3: short and removed after 3
+ * decode steps; long, to the end; started at decode step 5 (index 4). */
+enum { ROLE_LATE, ROLE_SHORT, ROLE_LONG };
+#define LATE_STEP 4
+#define SHORT_STEPS 3
+#define LATE_TOKENS 5
+
 static int check_parallel(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, int n,
                           int n_ctx, int n_vocab, gt_err *err)
 {
+    const char *name = "invariance_parallel";
+    /* A cell that names n_parallel is held to it; one that names none
+     * runs 4 sequences. */
+    const int np = c->backend->exec.n_parallel > 0 ? c->backend->exec.n_parallel : 4;
+    if (np < 2) {
+        gt_suite_result(c, name, GT_ST_SKIP,
+                        "the cell runs one sequence (n_parallel 1); the cells with n_parallel > "
+                        "1 test sequences side by side");
+        return 0;
+    }
     const size_t V = (size_t)n_vocab, len = (size_t)(n + DECODE_STEPS) * V;
     float *alone = malloc(len * sizeof *alone), *beside = malloc(len * sizeof *beside);
-    const int n1 = n / 3 > 1 ? n / 3 : 1, n2 = n + n / 2, n3 = 5;
-    int32_t *o1 = malloc((size_t)n1 * sizeof *o1), *o2 = malloc((size_t)n2 * sizeof *o2);
-    int32_t o3[5], dec[DECODE_STEPS];
+    const int n_short = n / 3 > 1 ? n / 3 : 1;
+    const int n_long = n + n / 2 < n_ctx - DECODE_STEPS ? n + n / 2 : n_ctx - DECODE_STEPS;
+    int32_t *others = malloc((size_t)(np - 1) * (size_t)n_long * sizeof *others);
+    gt_seq_eval *ev = malloc((size_t)np * sizeof *ev);
+    int32_t dec[DECODE_STEPS];
     gt_session *s = NULL;
     int rc = -1;
-    if (!alone || !beside || !o1 || !o2) {
+    if (!alone || !beside || !others || !ev) {
         gt_err_set(err, "out of memory");
         goto out;
     }
-    other_tokens(tokens, n, 1, o1, n1);
-    other_tokens(tokens, n, 3, o2, n2);
-    other_tokens(tokens, n, 5, o3, n3);
+    for (int j = 1; j < np; j++)
+        other_tokens(tokens, n, j, others + (size_t)(j - 1) * n_long, n_long);
     gt_err e = {{0}};
     /* Alone: one sequence, no companions; greedy, the tokens kept. */
     gt_session_params sp = {.n_ctx = n_ctx, .n_seq_max = 1};
@@ -175,40 +218,43 @@ static int check_parallel(gt_suite_ctx *c, const gt_model *m, const int32_t *tok
     gt_session_free(s);
     s = NULL;
 
-    /* Beside three others. */
-    sp.n_seq_max = 4;
+    /* Beside the others: the target's entry in the middle of each call, so
+     * its tokens sit at another offset of the packed batch than alone. */
+    sp.n_seq_max = np;
     if (gt_session_new(m, c->backend, &sp, &s, &e) != 0)
         goto failed;
-    {
-        const gt_seq_eval first[] = {
-            {.seq = 1, .tokens = o1, .n = n1},
-            {.seq = 0, .tokens = tokens, .n = n, .all_logits = true, .logits = beside},
-            {.seq = 2, .tokens = o2, .n = n2},
-        };
-        if (gt_session_eval_seqs(s, first, 3, &e) != 0)
-            goto failed;
-    }
-    int32_t filler = tokens[0];
-    for (int i = 0; i < DECODE_STEPS; i++) {
-        gt_seq_eval step[4];
+    const int32_t filler = tokens[0];
+    for (int step = -1; step < DECODE_STEPS; step++) { /* -1: the prompts */
         int k = 0;
-        const bool one_alive = i < 3, three_alive = i >= 4;
-        if (one_alive)
-            step[k++] = (gt_seq_eval){.seq = 1, .tokens = &filler, .n = 1};
-        if (i == 4) /* sequence 3 starts with a prompt of its own */
-            step[k++] = (gt_seq_eval){.seq = 3, .tokens = o3, .n = n3};
-        else if (three_alive)
-            step[k++] = (gt_seq_eval){.seq = 3, .tokens = &filler, .n = 1};
-        step[k++] = (gt_seq_eval){.seq = 0, .tokens = &dec[i], .n = 1,
-                                  .logits = beside + (size_t)(n + i) * V};
-        step[k++] = (gt_seq_eval){.seq = 2, .tokens = &filler, .n = 1};
-        if (gt_session_eval_seqs(s, step, k, &e) != 0)
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) /* the target */
+                ev[k++] = step < 0 ? (gt_seq_eval){.seq = 0, .tokens = tokens, .n = n,
+                                                   .all_logits = true, .logits = beside}
+                                   : (gt_seq_eval){.seq = 0, .tokens = &dec[step], .n = 1,
+                                                   .logits = beside + (size_t)(n + step) * V};
+            for (int j = 1 + pass; j < np; j += 2) {
+                const int32_t *own = others + (size_t)(j - 1) * n_long;
+                const int role = j % 3;
+                gt_seq_eval o = {.seq = j, .tokens = &filler, .n = 1};
+                if (role == ROLE_SHORT && step >= SHORT_STEPS)
+                    continue; /* removed */
+                if (role == ROLE_LATE && step < LATE_STEP)
+                    continue; /* not started */
+                if (step < 0 || (role == ROLE_LATE && step == LATE_STEP)) {
+                    o.tokens = own;
+                    o.n = role == ROLE_SHORT ? n_short : role == ROLE_LONG ? n_long : LATE_TOKENS;
+                }
+                ev[k++] = o;
+            }
+        }
+        if (gt_session_eval_seqs(s, ev, k, &e) != 0)
             goto failed;
-        if (i == 2 && gt_session_seq_truncate(s, 1, 0, &e) != 0) /* sequence 1 finishes */
-            goto failed;
+        for (int j = 1; step == SHORT_STEPS - 1 && j < np; j++) /* the short ones finish */
+            if (j % 3 == ROLE_SHORT && gt_session_seq_truncate(s, j, 0, &e) != 0)
+                goto failed;
     }
     if (gt_session_seq_n_past(s, 0) != n + DECODE_STEPS || gt_session_seq_n_past(s, 1) != 0) {
-        gt_suite_check(c, "invariance_parallel", false,
+        gt_suite_check(c, name, false,
                        "after the run sequence 0 holds %d positions (expected %d) and the "
                        "removed sequence 1 %d (expected 0)",
                        gt_session_seq_n_past(s, 0), n + DECODE_STEPS,
@@ -218,61 +264,70 @@ static int check_parallel(gt_suite_ctx *c, const gt_model *m, const int32_t *tok
     }
     {
         diff d = compare(beside, alone, len);
-        char what[200];
+        char what[240];
         snprintf(what, sizeof what,
-                 "%d prompt tokens + %d decode steps beside 3 sequences (%d, %d and %d tokens, "
-                 "the first removed after 3 steps, the last started at step 5) vs alone",
-                 n, DECODE_STEPS, n1, n2, n3);
-        judge(c, "invariance_parallel", &d, n_vocab, what);
+                 "%d prompt tokens + %d decode steps beside %d other sequence%s (ragged: %d "
+                 "tokens and removed after %d steps, %d tokens, %d started at step %d) vs alone",
+                 n, DECODE_STEPS, np - 1, np > 2 ? "s" : "", n_short, SHORT_STEPS, n_long,
+                 LATE_TOKENS, LATE_STEP + 1);
+        judge(c, name, &d, n_vocab, what);
     }
     rc = 0;
     goto out;
 failed:
-    gt_suite_check(c, "invariance_parallel", false, "%s", e.msg);
+    gt_suite_check(c, name, false, "%d sequences: %s", np, e.msg);
     rc = 0;
 out:
     gt_session_free(s);
     free(alone);
     free(beside);
-    free(o1);
-    free(o2);
+    free(others);
+    free(ev);
     return rc;
 }
 
 static int check_threads(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, int n,
                          int n_ctx, int n_vocab, gt_err *err)
 {
+    const char *name = "invariance_threads";
+    const gt_exec_settings *x = &c->backend->exec;
+    /* The cell's own thread count against 1; a one-thread cell has nothing
+     * to compare (the cells with more threads hold it). */
+    if (c->n_threads == 1) {
+        gt_suite_result(c, name, GT_ST_SKIP,
+                        "the cell runs 1 thread; the cells with more threads compare against 1");
+        return 0;
+    }
     const size_t len = (size_t)n * (size_t)n_vocab;
-    float *out[2] = {malloc(len * sizeof(float)), malloc(len * sizeof(float))};
-    gt_backend *b[2] = {NULL, NULL};
+    float *cell = malloc(len * sizeof *cell), *one = malloc(len * sizeof *one);
+    gt_backend *b1 = NULL;
     int rc = -1;
-    if (!out[0] || !out[1]) {
+    if (!cell || !one) {
         gt_err_set(err, "out of memory");
         goto out;
     }
     gt_err e = {{0}};
-    for (int t = 0; t < 2; t++) {
-        const gt_exec_settings *x = &c->backend->exec;
-        gt_backend_config cfg = {.device = c->device, .n_threads = t + 1, .driver = c->driver,
-                                 .n_batch = x->n_batch, .n_parallel = x->n_parallel};
-        if (gt_backend_open(c->backend_name, &cfg, &b[t], &e) != 0 ||
-            eval_all(m, b[t], n_ctx, 0, 0, tokens, n, out[t], &e) != 0) {
-            gt_suite_check(c, "invariance_threads", false, "%s with %d thread%s: %s",
-                           c->backend_name, t + 1, t ? "s" : "", e.msg);
-            rc = 0;
-            goto out;
-        }
+    gt_backend_config cfg = {.device = c->device, .n_threads = 1, .driver = c->driver,
+                             .n_batch = x->n_batch, .n_parallel = x->n_parallel};
+    if (eval_all(m, c->backend, n_ctx, 0, 0, tokens, n, cell, &e) != 0 ||
+        gt_backend_open(c->backend_name, &cfg, &b1, &e) != 0 ||
+        eval_all(m, b1, n_ctx, 0, 0, tokens, n, one, &e) != 0) {
+        gt_suite_check(c, name, false, "%s: %s", c->backend_name, e.msg);
+        rc = 0;
+        goto out;
     }
-    diff d = compare(out[1], out[0], len);
-    char what[160];
-    snprintf(what, sizeof what, "%d tokens on %s with 2 threads vs 1", n, c->backend_name);
-    judge(c, "invariance_threads", &d, n_vocab, what);
+    diff d = compare(cell, one, len);
+    char what[160], t[16] = "default";
+    if (c->n_threads > 0)
+        snprintf(t, sizeof t, "%d", c->n_threads);
+    snprintf(what, sizeof what, "%d tokens on %s with the cell's threads (%s) vs 1", n,
+             c->backend_name, t);
+    judge(c, name, &d, n_vocab, what);
     rc = 0;
 out:
-    for (int t = 0; t < 2; t++) {
-        gt_backend_close(b[t]);
-        free(out[t]);
-    }
+    gt_backend_close(b1);
+    free(cell);
+    free(one);
     return rc;
 }
 

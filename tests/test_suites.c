@@ -265,8 +265,14 @@ START_TEST(test_clean_run_passes)
     ck_assert(metric_row(h, CPU_CELL, "functional", "determinism_diff", &v, &tol, cmp, verdict));
     ck_assert(v == 0 && !strcmp(cmp, "==") && !strcmp(verdict, "pass"));
     /* The invariance metrics, judged by their default bound: the reference
-     * bit-identical, cpu within float reordering (measured <= 4e-7). */
-    for (int i = 0; i < 3; i++) {
+     * bit-identical, cpu within float reordering (measured <= 4e-7). These
+     * cells run 1 thread, so the thread check is a skip saying so. */
+    ck_assert_int_eq(count(h, "SELECT COUNT(*) FROM results r JOIN cells c ON r.cell = c.id"
+                              " WHERE c.cell_id = '" CPU_CELL "' AND r.check_name ="
+                              " 'invariance_threads' AND r.status = 'skip'"
+                              " AND r.message LIKE '%runs 1 thread%'"),
+                     1);
+    for (int i = 0; i < 2; i++) {
         ck_assert_msg(metric_row(h, CPU_CELL, "functional", INVARIANCE[i], &v, &tol, cmp, verdict),
                       "no functional.%s", INVARIANCE[i]);
         ck_assert_msg(!strcmp(verdict, "pass") && !strcmp(cmp, "<=") && tol == 1e-4 && v < 1e-5,
@@ -307,15 +313,26 @@ END_TEST
 
 /* Each runtime fault that shows only under one execution setting fails
  * exactly its invariance metric on cpu (the others pass), and the
- * reference cell passes. */
+ * reference cell passes. The matrix names no settings, so each check
+ * varies its setting; its cells run 2 threads, so the thread check runs (a
+ * 1-thread cell leaves it to the cells with more). */
 START_TEST(test_setting_faults_fail_invariance)
 {
     static const char *const faults[] = {"batch-split@0", "seq-bleed@0", "thread-race"};
-    char db[64];
+    char text[2048], path[4200], db[64];
+    snprintf(text, sizeof text,
+             "{\"name\": \"invariance-test\",\n"
+             " \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],\n"
+             " \"quants\": [\"q8_0\"], \"backends\": [\"reference\", \"cpu\"],\n"
+             " \"defaults\": {\"timeout_s\": 120, \"threads\": 2},\n"
+             " \"tiers\": {\"functional\": {\"suites\": [\"functional\"]}},\n"
+             " \"default_tier\": \"functional\"}\n",
+             g_stories);
+    snprintf(path, sizeof path, "%s/inv.json", g_dir);
+    gt_test_write_file(path, text, strlen(text));
     snprintf(db, sizeof db, "inv%d.sqlite", _i);
-    int rc = run("GT_FAULT=%s GT_FAULT_BACKEND=cpu " BIN " qualify m.json --tier functional "
-                 "--db %s",
-                 faults[_i], db);
+    int rc = run("GT_FAULT=%s GT_FAULT_BACKEND=cpu " BIN " qualify inv.json --db %s", faults[_i],
+                 db);
     ck_assert_msg(rc == 1, "GT_FAULT=%s: exit %d, expected 1:\n%s", faults[_i], rc, g_out);
     sqlite3 *h = db_open(db);
     for (int i = 0; i < 3; i++) {
