@@ -26,6 +26,8 @@
 #include "gt/session.h"
 
 static const char *const AXIS_NAMES[GT_SW_N_AXES] = {"n_batch", "n_parallel", "threads"};
+/* The command-line flag of each axis's list. */
+static const char *const AXIS_FLAGS[GT_SW_N_AXES] = {"--n-batch", "--n-parallel", "--threads"};
 
 const char *gt_sweep_axis_name(gt_sweep_axis a)
 {
@@ -96,9 +98,9 @@ typedef struct values_ctx {
 static int value_item(const char *item, void *user, gt_err *err)
 {
     values_ctx *v = user;
-    const char *name = AXIS_NAMES[v->axis];
+    const char *name = AXIS_FLAGS[v->axis];
     if (v->n == GT_SW_MAX_VALUES)
-        return gt_err_set(err, "--%s: at most %d values", name, GT_SW_MAX_VALUES);
+        return gt_err_set(err, "%s: at most %d values", name, GT_SW_MAX_VALUES);
     if (v->axis == GT_SW_N_BATCH && !strcmp(item, "prompt")) {
         v->values[v->n++] = GT_SW_PROMPT_LEN;
         return 0;
@@ -106,7 +108,7 @@ static int value_item(const char *item, void *user, gt_err *err)
     char *end;
     long x = strtol(item, &end, 10);
     if (*end || x < 1 || x > 65536)
-        return gt_err_set(err, "--%s: '%s' is not an integer in 1..65536%s", name, item,
+        return gt_err_set(err, "%s: '%s' is not an integer in 1..65536%s", name, item,
                           v->axis == GT_SW_N_BATCH ? " (or \"prompt\")" : "");
     v->values[v->n++] = (int)x;
     return 0;
@@ -115,7 +117,7 @@ static int value_item(const char *item, void *user, gt_err *err)
 int gt_sweep_values_parse(gt_sweep_axis a, const char *list, int *values, int *n, gt_err *err)
 {
     values_ctx v = {a, values, 0};
-    if (each_item(list, AXIS_NAMES[a], err, value_item, &v) != 0)
+    if (each_item(list, AXIS_FLAGS[a], err, value_item, &v) != 0)
         return -1;
     *n = v.n;
     return 0;
@@ -166,7 +168,7 @@ int gt_sweep_grid_init(const gt_sweep_spec *spec, int n_prompt, gt_sweep_grid *g
             n = u;
         }
         if (n < 1)
-            return gt_err_set(err, "--%s: no values", AXIS_NAMES[a]);
+            return gt_err_set(err, "%s: no values", AXIS_FLAGS[a]);
         g->n_values[a] = n;
     }
     g->n_cells = g->n_values[0] * g->n_values[1] * g->n_values[2];
