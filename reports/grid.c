@@ -1,7 +1,10 @@
 /* grid.c: lays a run's cells out as the compatibility grid, rows model x
- * quant and columns backend x driver, in expansion order (the order the
- * matrix author wrote the axes in). Hash-free: keys are sorted and looked up
- * with bsearch, so a 10,000-cell run is laid out in O(n log n). */
+ * quant and columns backend x driver (and settings variant: the column is
+ * "driver/nb7-np4", so a backend's variants sit side by side), in expansion
+ * order (the order the matrix author wrote the axes in). Hash-free: keys are
+ * sorted and looked up with bsearch, so a 10,000-cell run is laid out in
+ * O(n log n) (plus one pass over pairs of columns to keep a profile's
+ * variants together). */
 #include "report.h"
 
 #include <stdlib.h>
@@ -10,7 +13,10 @@
 typedef struct key {
     const char *a, *b;
     int first; /* cell index of first appearance */
-    int slot;  /* row/column number, in order of first appearance */
+    int group; /* columns: first appearance of the column's backend and driver, so
+                * the settings variants of one profile sit together even when an
+                * include added some after the product; rows: first */
+    int slot;  /* row/column number, in order of (group, first) */
 } key;
 
 static int cmp_key(const void *x, const void *y)
@@ -22,7 +28,8 @@ static int cmp_key(const void *x, const void *y)
 
 static int cmp_first(const void *x, const void *y)
 {
-    return ((const key *)x)->first - ((const key *)y)->first;
+    const key *p = x, *q = y;
+    return p->group != q->group ? p->group - q->group : p->first - q->first;
 }
 
 /* Unique (a, b) pairs, numbered by first appearance; *out sorted by key. */
@@ -33,7 +40,7 @@ static int uniq(const gt_rep_run *r, bool rows, key **out, int *n_out)
         return -1;
     for (int i = 0; i < r->n; i++) {
         const gt_rep_cell *c = &r->cells[i];
-        k[i] = (key){rows ? c->model : c->backend, rows ? c->quant : c->driver, i, 0};
+        k[i] = (key){rows ? c->model : c->backend, rows ? c->quant : c->column, i, i, 0};
     }
     qsort(k, (size_t)r->n, sizeof *k, cmp_key);
     int n = 0;
@@ -44,6 +51,16 @@ static int uniq(const gt_rep_run *r, bool rows, key **out, int *n_out)
             continue;
         }
         k[n++] = k[i];
+    }
+    for (int i = 0; i < n; i++) {
+        k[i].group = k[i].first;
+        const gt_rep_cell *ci = &r->cells[k[i].first];
+        for (int j = 0; !rows && j < n; j++) {
+            const gt_rep_cell *cj = &r->cells[k[j].first];
+            if (k[j].first < k[i].group && !strcmp(ci->backend, cj->backend) &&
+                !strcmp(ci->driver, cj->driver))
+                k[i].group = k[j].first;
+        }
     }
     qsort(k, (size_t)n, sizeof *k, cmp_first);
     for (int i = 0; i < n; i++)
@@ -73,7 +90,7 @@ int gt_report_grid(const gt_rep_run *r, gt_rep_grid *g, gt_err *err)
         g->at[i] = -1;
     for (int i = 0; i < r->n; i++) {
         const gt_rep_cell *c = &r->cells[i];
-        key q1 = {c->model, c->quant, 0, 0}, q2 = {c->backend, c->driver, 0, 0};
+        key q1 = {c->model, c->quant, 0, 0, 0}, q2 = {c->backend, c->column, 0, 0, 0};
         const key *a = bsearch(&q1, rk, (size_t)g->n_rows, sizeof *rk, cmp_key);
         const key *b = bsearch(&q2, ck, (size_t)g->n_cols, sizeof *ck, cmp_key);
         if (a && b)
@@ -95,4 +112,31 @@ void gt_report_grid_free(gt_rep_grid *g)
     free(g->col_first);
     free(g->at);
     memset(g, 0, sizeof *g);
+}
+
+static const char *const AXES[GT_AXIS_COUNT] = {"model", "quant", "backend", "driver",
+                                                "settings"};
+
+int gt_report_axis_from_name(const char *name)
+{
+    for (int a = 0; a < GT_AXIS_COUNT; a++)
+        if (strcmp(AXES[a], name) == 0)
+            return a;
+    return -1;
+}
+
+const char *gt_report_axis_name(int axis)
+{
+    return axis >= 0 && axis < GT_AXIS_COUNT ? AXES[axis] : "?";
+}
+
+const char *gt_report_axis_value(const gt_rep_cell *c, int axis)
+{
+    switch (axis) {
+    case GT_AXIS_MODEL: return c->model;
+    case GT_AXIS_QUANT: return c->quant;
+    case GT_AXIS_BACKEND: return c->backend;
+    case GT_AXIS_DRIVER: return c->driver;
+    default: return c->settings;
+    }
 }

@@ -281,7 +281,7 @@ int gt_html_data(FILE *out, const gt_rep_run *r, const gt_rep_diff *d, gt_err *e
         goto done;
     for (int j = 0; j < g.n_cols; j++) {
         fprintf(f, "%s[%d,", j ? "," : "", intern(&t, g.col_first[j]->backend));
-        fprintf(f, "%d]", intern(&t, g.col_first[j]->driver));
+        fprintf(f, "%d]", intern(&t, g.col_first[j]->column));
     }
     fputs("],\"rows\":[", f);
     for (int j = 0; j < g.n_rows; j++) {

@@ -52,6 +52,7 @@ static cJSON *cell_json(const gt_rep_cell *c)
     cJSON_AddStringToObject(o, "quant", c->quant);
     cJSON_AddStringToObject(o, "backend", c->backend);
     cJSON_AddStringToObject(o, "driver", c->driver);
+    cJSON_AddStringToObject(o, "settings", c->settings);
     cJSON_AddBoolToObject(o, "required", c->required);
     cJSON_AddStringToObject(o, "expected", c->expected);
     cJSON_AddStringToObject(o, "expect_reason", c->expect_reason);

@@ -201,6 +201,8 @@ int gt_report_junit(const gt_rep_run *r, FILE *f, gt_err *err)
         prop(f, "quant", c->quant);
         prop(f, "backend", c->backend);
         prop(f, "driver", c->driver);
+        if (c->settings[0])
+            prop(f, "settings", c->settings);
         prop(f, "device", c->device);
         prop(f, "required", c->required ? "true" : "false");
         prop(f, "expected", c->expected);

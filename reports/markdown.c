@@ -64,7 +64,7 @@ static void grid(FILE *f, const gt_rep_run *r, gt_err *err)
             fputc(' ', f);
             md(f, g.col_first[j]->backend, 40);
             fputs(" / ", f);
-            md(f, g.col_first[j]->driver, 40);
+            md(f, g.col_first[j]->column, 100);
             fputs(" |", f);
         }
         fputs("\n|---|---|", f);
@@ -103,12 +103,42 @@ static void grid(FILE *f, const gt_rep_run *r, gt_err *err)
             fputs("| ", f);
             md(f, g.col_first[j]->backend, 40);
             fputs(" / ", f);
-            md(f, g.col_first[j]->driver, 40);
+            md(f, g.col_first[j]->column, 100);
             fprintf(f, " | %d | %d |\n", pass, bad);
         }
     }
     fputc('\n', f);
     gt_report_grid_free(&g);
+}
+
+/* Status counts per value of one axis (gauntlet report --group-by AXIS), in
+ * order of first appearance: which model, quant, backend, driver or setting
+ * the failures share. */
+static void group_section(FILE *f, const gt_rep_run *r, int axis)
+{
+    fprintf(f, "### By %s\n\n| %s | cells | pass | not passing | other |\n|---|---|---|---|---|\n",
+            gt_report_axis_name(axis), gt_report_axis_name(axis));
+    for (int i = 0; i < r->n; i++) {
+        const char *v = gt_report_axis_value(&r->cells[i], axis);
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(gt_report_axis_value(&r->cells[j], axis), v) == 0;
+        if (seen)
+            continue; /* quadratic, but only over the distinct values' first cells */
+        int n = 0, pass = 0, bad = 0;
+        for (int j = i; j < r->n; j++) {
+            const gt_rep_cell *c = &r->cells[j];
+            if (strcmp(gt_report_axis_value(c, axis), v) != 0)
+                continue;
+            n++;
+            pass += !strcmp(c->status, "pass");
+            bad += gt_report_is_bad(c->status);
+        }
+        fputs("| ", f);
+        md(f, v[0] ? v : "(none)", 100);
+        fprintf(f, " | %d | %d | %d | %d |\n", n, pass, bad, n - pass - bad);
+    }
+    fputc('\n', f);
 }
 
 static void diff_section(FILE *f, const gt_rep_diff *d)
@@ -271,6 +301,8 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
         history_section(f, r);
     fputs("### Grid\n\n", f);
     grid(f, r, err);
+    if (r->group_by >= 0)
+        group_section(f, r, r->group_by);
     int shown = 0, bad = 0;
     for (int i = 0; i < r->n; i++)
         bad += gt_report_is_bad(r->cells[i].status);

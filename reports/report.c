@@ -50,6 +50,7 @@ int gt_report_write(gt_db *db, int64_t run_id, const gt_report_outputs *o, gt_er
     int rc = -1;
     if (gt_report_load(db, run_id, true, o->base_db, o->base_run_id, &r, err) != 0)
         return -1;
+    r->group_by = o->group_by ? gt_report_axis_from_name(o->group_by) : -1;
     if (o->history > 0 && gt_report_history(db, r, o->history, err) != 0)
         goto done;
     if (o->base_db && (gt_report_load(o->base_db, o->base_run_id, false, NULL, 0, &b, err) != 0 ||

@@ -39,6 +39,9 @@ typedef struct gt_rep_cell {
     int64_t id; /* cells.id: anchors and JUnit ids */
     int idx;
     const char *cell_id, *model, *quant, *backend, *driver;
+    const char *settings; /* the execution-settings variant ("nb7-np4-t2"), "" none */
+    const char *column;   /* the grid column under the backend: driver, or
+                           * "driver/settings" for a settings variant */
     const char *expected, *expect_reason, *status, *raw_status, *reason, *host, *log;
     const char *device; /* "name (driver driver_version)" or "" */
     const char *model_sha256, *artifact_sha256; /* "" when not recorded */
@@ -97,6 +100,7 @@ typedef struct gt_rep_run {
     int n_artifacts;
     gt_rep_history *hist;  /* NULL unless asked for (gt_report_history) */
     int counts[16];        /* per gt_status; index from gt_status_from_name */
+    int group_by;          /* a gt_rep_axis the Markdown adds a summary by, or -1 */
     struct gt_rep_arena *arena; /* owns every string */
     void *checks_block, *metrics_block;
 } gt_rep_run;
@@ -184,7 +188,18 @@ int gt_report_diff(const gt_rep_run *cur, const gt_rep_run *base, double thresho
 void gt_report_diff_free(gt_rep_diff *d);
 const char *gt_report_change_name(gt_rep_change k);
 
-/* ---- the grid: rows model x quant, columns backend x driver ---- */
+/* ---- the axes of a cell, for grouping (gauntlet report --group-by) ---- */
+typedef enum gt_rep_axis {
+    GT_AXIS_MODEL, GT_AXIS_QUANT, GT_AXIS_BACKEND, GT_AXIS_DRIVER, GT_AXIS_SETTINGS, GT_AXIS_COUNT
+} gt_rep_axis;
+/* "model", "quant", "backend", "driver", "settings"; -1 for another name. */
+int gt_report_axis_from_name(const char *name);
+const char *gt_report_axis_name(int axis);
+/* The cell's value on that axis ("" for a cell without settings). */
+const char *gt_report_axis_value(const gt_rep_cell *c, int axis);
+
+/* ---- the grid: rows model x quant, columns backend x driver (x settings:
+ * a backend's settings variants are adjacent columns "driver/nb7-np4") ---- */
 typedef struct gt_rep_grid {
     int n_rows, n_cols;
     const gt_rep_cell **row_first; /* a cell of each row (its model, quant) */
@@ -208,6 +223,8 @@ typedef struct gt_report_outputs {
     int64_t base_run_id;   /* in base_db */
     double threshold_pct;  /* < 0: the gate's, or 5% */
     int history;           /* > 1: the last `history` runs of the matrix and tier */
+    const char *group_by;  /* an axis name (gt_report_axis_from_name): Markdown adds
+                            * status counts by it; NULL none */
 } gt_report_outputs;
 
 /* Loads run_id (<= 0: newest) once and writes every output asked for. */

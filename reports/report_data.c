@@ -161,7 +161,9 @@ static int load_cells(gt_rep_run *r, sqlite3 *h, gt_err *err)
             "  CASE WHEN d.driver != '' THEN ' (' || d.driver ||"
             "   CASE WHEN d.driver_version != '' THEN ' ' || d.driver_version ELSE '' END"
             "   || ')' ELSE '' END END"
-            " , COALESCE(c.model_sha256, ''), COALESCE(c.artifact_sha256, '')"
+            " , COALESCE(c.model_sha256, ''), COALESCE(c.artifact_sha256, ''),"
+            " c.settings, CASE WHEN c.settings = '' THEN c.driver"
+            "  ELSE c.driver || '/' || c.settings END"
             " FROM cells c LEFT JOIN devices d ON d.id = c.device_id"
             " WHERE c.run_id = ? ORDER BY c.idx, c.id",
             -1, &st, NULL) != SQLITE_OK)
@@ -202,6 +204,8 @@ static int load_cells(gt_rep_run *r, sqlite3 *h, gt_err *err)
         c->device = gt_report_dup_col(r, st, 19, &oom);
         c->model_sha256 = gt_report_dup_col(r, st, 20, &oom);
         c->artifact_sha256 = gt_report_dup_col(r, st, 21, &oom);
+        c->settings = gt_report_dup_col(r, st, 22, &oom);
+        c->column = gt_report_dup_col(r, st, 23, &oom);
         c->artifact = -1;
         gt_status s;
         if (gt_status_from_name(c->status, &s) == 0)
@@ -381,6 +385,7 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
     gt_rep_run *r = calloc(1, sizeof *r);
     if (!r)
         return gt_err_set(err, "out of memory");
+    r->group_by = -1;
     sqlite3 *h = gt_db_sqlite(db);
     bool oom = false;
     r->gate = -1;

@@ -14,7 +14,10 @@
  *                naming the context, and the session still evaluates;
  *   empty_prompt BOS alone evaluates to finite logits (a model that adds no
  *                BOS is noted, and evaluating nothing must be an error);
- *   roundtrip    detokenize(tokenize(p)) == p over the prompt set.
+ *   roundtrip    detokenize(tokenize(p)) == p over the prompt set;
+ *   invariance_* the same logits whatever the batch split, the sequences
+ *                beside it and the thread count (invariance.h: max |diff|
+ *                over the logit range, bit-identical on the reference).
  * Each identity check also reports a count metric ({"eq": 0}) so the
  * database and the gate show the measured value beside its bound.
  *
@@ -29,6 +32,7 @@
 #include "gt/session.h"
 #include "gt/tokenizer.h"
 #include "http_common.h"
+#include "invariance.h"
 #include "promptset.h"
 #include "suite.h"
 
@@ -48,6 +52,7 @@ static const gt_metric_def METRICS[] = {
      "http cells: tokens that differ between two temperature-0.8 requests with the same seed"},
     {"seed_varies", "count", 0, false, NULL,
      "http cells: 1 when another seed gives another text (info)"},
+    GT_INVARIANCE_METRICS,
     {NULL},
 };
 
@@ -56,6 +61,8 @@ static const gt_setting_def SETTINGS[] = {
     {"n_tokens", GT_SET_INT, "tokens generated per check (default 32; resume splits it)"},
     {"prefill_tokens", GT_SET_INT, "tokens in the batched-prefill comparison (default 32)"},
     {"prompts", GT_SET_STR, "prompt set file (default by model: see promptset.h)"},
+    {"invariance_tokens", GT_SET_INT,
+     "tokens of the longest prompt the invariance checks run (default 37; at most n_ctx / 2)"},
     {NULL},
 };
 
@@ -347,9 +354,10 @@ static int functional_run(gt_suite_ctx *c, gt_err *err)
     int n_ctx = (int)gt_suite_int(c, "n_ctx", 256);
     int n = (int)gt_suite_int(c, "n_tokens", 32);
     int n_pre = (int)gt_suite_int(c, "prefill_tokens", 32);
-    if (n < 2 || n_pre < 2 || n_ctx < 16)
-        return gt_err_set(err, "functional settings: n_tokens and prefill_tokens must be >= 2, "
-                               "n_ctx >= 16");
+    int n_inv = (int)gt_suite_int(c, "invariance_tokens", 37);
+    if (n < 2 || n_pre < 2 || n_inv < 2 || n_ctx < 16)
+        return gt_err_set(err, "functional settings: n_tokens, prefill_tokens and "
+                               "invariance_tokens must be >= 2, n_ctx >= 16");
     gt_model *m;
     if (gt_suite_model(c, &m, err) != 0)
         return -1;
@@ -386,6 +394,10 @@ static int functional_run(gt_suite_ctx *c, gt_err *err)
         goto out;
     if (npre > cap)
         npre = cap;
+    if (n_inv > npre)
+        n_inv = npre;
+    if (n_inv > n_ctx / 2)
+        n_inv = n_ctx / 2;
     if (npre > n_pre)
         npre = n_pre;
     if (npre < 2) {
@@ -403,7 +415,8 @@ static int functional_run(gt_suite_ctx *c, gt_err *err)
         check_resume(c, m, s, prompt, np, n, ref, logits, err) != 0 ||
         check_rollback(c, s, prompt, np, n, ref, logits, err) != 0 ||
         check_prefill(c, s, pre, npre, err) != 0 ||
-        check_overflow(c, s, prompt, np, ref[0], logits, err) != 0)
+        check_overflow(c, s, prompt, np, ref[0], logits, err) != 0 ||
+        gt_invariance_run(c, m, pre, n_inv, n_ctx, err) != 0)
         goto out;
     check_empty(c, m, s, logits);
     if (check_roundtrip(c, m, &ps, err) != 0)
@@ -422,7 +435,8 @@ out:
 const gt_suite gt_suite_functional = {
     .name = "functional",
     .description = "determinism, KV save/restore, rollback, batched prefill, context overflow, "
-                   "empty prompt, tokenizer round trip",
+                   "empty prompt, tokenizer round trip, invariance to batch split, parallel "
+                   "sequences and threads",
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = functional_run,

@@ -65,8 +65,9 @@ static int64_t make_run(gt_db *db, const char *key, const char *sha, const char 
         ck_assert_msg(gt_db_run_create(db, &nr, &id, &err) == 0, "%s", err.msg);
     gt_db_cell_new cells[4];
     for (int i = from; i < to; i++)
-        cells[i - from] = (gt_db_cell_new){CELLS[i], "m", "q", "cpu", "default", i, i != 2,
-                                           "pass", NULL};
+        cells[i - from] = (gt_db_cell_new){.cell_id = CELLS[i], .model = "m", .quant = "q",
+                                           .backend = "cpu", .driver = "default", .idx = i,
+                                           .required = i != 2, .expected = "pass"};
     ck_assert_msg(gt_db_cells_add(db, id, cells, to - from, &err) == 0, "%s", err.msg);
     return id;
 }
@@ -350,8 +351,9 @@ static void make_shard(const char *name, int k, const char *status)
     gt_db_cell_new cells[2];
     int n = 0;
     for (int i = k - 1; i < 4; i += 2)
-        cells[n++] = (gt_db_cell_new){CELLS[i], "m", "q", "cpu", "default", i, true, "pass",
-                                      NULL};
+        cells[n++] = (gt_db_cell_new){.cell_id = CELLS[i], .model = "m", .quant = "q",
+                                      .backend = "cpu", .driver = "default", .idx = i,
+                                      .required = true, .expected = "pass"};
     ck_assert_int_eq(gt_db_cells_add(db, run, cells, n, &err), 0);
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(record(db, run, cells[i].cell_id, status, 500, "pass", NULL, &err), 0);

@@ -26,6 +26,7 @@
 #include "../harness/matrix/quant_scheme.c"
 #include "../harness/matrix/matrix_expand.c"
 #include "../harness/matrix/matrix_http.c"
+#include "../harness/matrix/matrix_settings.c"
 #include "../harness/base/sha256.c"
 #include "../harness/base/status.c"
 #include "../harness/base/tolerance.c"
@@ -605,9 +606,9 @@ END_TEST
 /* The shipped matrices are valid. */
 START_TEST(shipped_matrices_parse)
 {
-    static const char *const FILES[] = {"quickstart", "ci",   "nightly", "release",
-                                        "serve",      "peer", "kquants"};
-    for (int i = 0; i < 7; i++) {
+    static const char *const FILES[] = {"quickstart", "ci",      "nightly", "release",
+                                        "serve",      "peer",    "kquants", "settings"};
+    for (int i = 0; i < 8; i++) {
         char cmd[8192];
         snprintf(cmd, sizeof cmd, "'%s/gauntlet' plan --no-probe '%s/matrices/%s.json' >/dev/null",
                  GT_BINARY_DIR, GT_SOURCE_DIR, FILES[i]);

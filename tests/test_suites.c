@@ -8,8 +8,11 @@
  * synthetic stand-in without ../shared, gt_test_llama) in a
  * temporary folder, once clean (exit 0) and once per GT_FAULT kind (exit 1),
  * and the gate output and the results database must name the failing
- * metric with its measured value and its tolerance. A check nobody has seen
- * fail is not known to work. */
+ * metric with its measured value and its tolerance; and once per runtime
+ * fault that shows only under one execution setting (batch-split@0,
+ * seq-bleed@0, thread-race on cpu), which must fail exactly the functional
+ * suite's invariance metric for that setting. A check nobody has seen fail
+ * is not known to work. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -231,6 +234,9 @@ static void expect_failure(const char *fault, const char *tier, const char *db,
     sqlite3_close(h);
 }
 
+static const char *const INVARIANCE[] = {"invariance_batch_split", "invariance_parallel",
+                                         "invariance_threads"};
+
 START_TEST(test_clean_run_passes)
 {
     int rc = run(BIN " qualify m.json --db clean.sqlite");
@@ -258,6 +264,23 @@ START_TEST(test_clean_run_passes)
     ck_assert_double_eq(v, 0); /* the reference against itself */
     ck_assert(metric_row(h, CPU_CELL, "functional", "determinism_diff", &v, &tol, cmp, verdict));
     ck_assert(v == 0 && !strcmp(cmp, "==") && !strcmp(verdict, "pass"));
+    /* The invariance metrics, judged by their default bound: the reference
+     * bit-identical, cpu within float reordering (measured <= 4e-7). These
+     * cells run 1 thread, so the thread check is a skip saying so. */
+    ck_assert_int_eq(count(h, "SELECT COUNT(*) FROM results r JOIN cells c ON r.cell = c.id"
+                              " WHERE c.cell_id = '" CPU_CELL "' AND r.check_name ="
+                              " 'invariance_threads' AND r.status = 'skip'"
+                              " AND r.message LIKE '%runs 1 thread%'"),
+                     1);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(metric_row(h, CPU_CELL, "functional", INVARIANCE[i], &v, &tol, cmp, verdict),
+                      "no functional.%s", INVARIANCE[i]);
+        ck_assert_msg(!strcmp(verdict, "pass") && !strcmp(cmp, "<=") && tol == 1e-4 && v < 1e-5,
+                      "%s = %g (%s %s %g)", INVARIANCE[i], v, verdict, cmp, tol);
+        ck_assert(metric_row(h, "stories260k/q8_0/reference/default", "functional",
+                             INVARIANCE[i], &v, &tol, cmp, verdict));
+        ck_assert_msg(v == 0 && !strcmp(verdict, "pass"), "reference %s = %g", INVARIANCE[i], v);
+    }
     /* Throughput is regress-flagged with higher-is-better for the gate. */
     ck_assert_int_eq(count(h, "SELECT COUNT(*) FROM metrics WHERE suite = 'performance'"
                               " AND name = 'tg_tps' AND regress = 1 AND better = 1 AND value > 0"),
@@ -288,6 +311,44 @@ START_TEST(test_nondeterminism_fails_functional)
 }
 END_TEST
 
+/* Each runtime fault that shows only under one execution setting fails
+ * exactly its invariance metric on cpu (the others pass), and the
+ * reference cell passes. The matrix names no settings, so each check
+ * varies its setting; its cells run 2 threads, so the thread check runs (a
+ * 1-thread cell leaves it to the cells with more). */
+START_TEST(test_setting_faults_fail_invariance)
+{
+    static const char *const faults[] = {"batch-split@0", "seq-bleed@0", "thread-race"};
+    char text[2048], path[4200], db[64];
+    snprintf(text, sizeof text,
+             "{\"name\": \"invariance-test\",\n"
+             " \"models\": [{\"id\": \"stories260k\", \"path\": \"%s\"}],\n"
+             " \"quants\": [\"q8_0\"], \"backends\": [\"reference\", \"cpu\"],\n"
+             " \"defaults\": {\"timeout_s\": 120, \"threads\": 2},\n"
+             " \"tiers\": {\"functional\": {\"suites\": [\"functional\"]}},\n"
+             " \"default_tier\": \"functional\"}\n",
+             g_stories);
+    snprintf(path, sizeof path, "%s/inv.json", g_dir);
+    gt_test_write_file(path, text, strlen(text));
+    snprintf(db, sizeof db, "inv%d.sqlite", _i);
+    int rc = run("GT_FAULT=%s GT_FAULT_BACKEND=cpu " BIN " qualify inv.json --db %s", faults[_i],
+                 db);
+    ck_assert_msg(rc == 1, "GT_FAULT=%s: exit %d, expected 1:\n%s", faults[_i], rc, g_out);
+    sqlite3 *h = db_open(db);
+    for (int i = 0; i < 3; i++) {
+        double v, tol;
+        char cmp[8], verdict[8];
+        ck_assert(metric_row(h, CPU_CELL, "functional", INVARIANCE[i], &v, &tol, cmp, verdict));
+        ck_assert_msg(!strcmp(verdict, i == _i ? "fail" : "pass"), "%s: %s = %g (%s)",
+                      faults[_i], INVARIANCE[i], v, verdict);
+    }
+    ck_assert_int_eq(count(h, "SELECT COUNT(*) FROM cells WHERE cell_id LIKE '%/reference/%'"
+                              " AND status = 'pass'"),
+                     1);
+    sqlite3_close(h);
+}
+END_TEST
+
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -312,6 +373,7 @@ int main(void)
     tcase_add_test(q, test_perturbed_logits_fail_accuracy);
     tcase_add_test(q, test_leak_fails_soak);
     tcase_add_test(q, test_nondeterminism_fails_functional);
+    tcase_add_loop_test(q, test_setting_faults_fail_invariance, 0, 3);
     suite_add_tcase(s, q);
     return gt_test_run(s);
 }

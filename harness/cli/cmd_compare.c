@@ -4,7 +4,9 @@
  *   per-token KL(A||B) teacher-forced on A's tokens, top-1 agreement and
  *   each side's speed, then a summary table;
  *   two recorded runs (--db FILE --run A --run B): cell by cell, status
- *   changes and metric deltas (reports/report_diff.c does the matching).
+ *   changes and metric deltas (reports/report_diff.c does the matching);
+ *   one backend across a grid of execution settings (--sweep; engine and
+ *   naming: compare_sweep.c, grid and JSON: sweep_out.c).
  * Colour only when stdout is a terminal and NO_COLOR is unset, so piped
  * output and CI logs stay plain. --quant Q quantizes the model first into a
  * temporary file by running this same binary's `quantize` verb (the one
@@ -45,6 +47,10 @@ static void help(FILE *f)
             "                        [--json OUT] [--html OUT]\n"
             "       gauntlet compare --db FILE --run A --run B [--threshold PCT] [--all]\n"
             "                        [--json OUT]\n"
+            "       gauntlet compare -m MODEL --b BACKEND[:DRIVER] --sweep n_batch,n_parallel,threads\n"
+            "                        [-p TEXT] [--n-batch 1,7,prompt,512] [--n-parallel 1,2,4]\n"
+            "                        [--threads 1,2] [--max-kld 1e-9] [--min-top1 0.95]\n"
+            "                        [--a reference] [--json OUT]\n"
             "  Two backends: each prompt runs greedily on both; shows both texts, the first\n"
             "  diverging token, per-token KL(A||B) with B teacher-forced on A's tokens,\n"
             "  top-1 agreement and speed, then a summary table. Prompt lines look like\n"
@@ -56,7 +62,17 @@ static void help(FILE *f)
             "  node beyond tolerance on identical inputs is the divergence point; exit 1\n"
             "  when there is one, 0 when none.\n"
             "  Two runs: status changes and metric deltas (beyond --threshold, default 5%%;\n"
-            "  --all: every metric that moved), cell by cell. Runs are ids or run keys.\n");
+            "  --all: every metric that moved), cell by cell. Runs are ids or run keys.\n"
+            "  --sweep: which execution setting breaks B. One prompt runs on A (default\n"
+            "  reference) once, alone, with default settings, then on B once per cell of\n"
+            "  the grid of the swept settings (n_batch: tokens per micro-batch, \"prompt\" =\n"
+            "  the prompt's length; n_parallel: sequences sharing each batch; threads),\n"
+            "  each a fresh B opened with them. Per cell: KL(A||B) mean over the prompt's\n"
+            "  positions and top-1 agreement; a cell agrees within --max-kld and\n"
+            "  --min-top1. Prints the grid and names the smallest change that breaks\n"
+            "  agreement (\"diverges when the prompt (37 tokens) is split: n_batch < 37;\n"
+            "  n_parallel has no effect\"), or \"agrees everywhere\". Exit 0 when every\n"
+            "  cell agrees, 1 when one diverges.\n");
 }
 
 static void split_side(char *spec, const char **backend, const char **driver)
@@ -439,10 +455,46 @@ out:
     return rc;
 }
 
+/* About 37 tokens on stories260K's and SmolLM2's vocabularies: longer than
+ * 7 (so n_batch 7 splits it several times), shorter than 512. */
+#define GT_SWEEP_PROMPT                                                                       \
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the " \
+    "park with her friends. One day, she saw a big red ball"
+
+static int sweep(const gt_sweep_spec *spec, const char *json)
+{
+    gt_err err = {{0}};
+    gt_sweep_grid g;
+    if (gt_sweep_run(spec, &g, &err) != 0) {
+        fprintf(stderr, "gauntlet compare: %s\n", err.msg);
+        return GT_EXIT_USAGE;
+    }
+    gt_sweep_verdict v;
+    gt_sweep_name(&g, &v);
+    const bool to_stdout = json && !strcmp(json, "-");
+    gt_sweep_print(spec, &g, &v, color && !to_stdout, to_stdout ? stderr : stdout);
+    int rc = v.agrees ? GT_EXIT_OK : GT_EXIT_FAIL;
+    if (json) {
+        FILE *f = to_stdout ? stdout : fopen(json, "w");
+        int w = f ? gt_sweep_write_json(spec, &g, &v, f, &err) : -1;
+        if (f && f != stdout && fclose(f) != 0)
+            w = -1;
+        if (w != 0) {
+            fprintf(stderr, "gauntlet compare: cannot write %s: %s\n", json,
+                    f ? err.msg : strerror(errno));
+            rc = GT_EXIT_USAGE;
+        }
+    }
+    gt_sweep_grid_free(&g);
+    return rc;
+}
+
 int cmd_compare(int argc, char **argv)
 {
     const char *model = NULL, *quant = NULL, *prompts = NULL, *html = NULL, *json = NULL;
     const char *db = NULL, *runs[2] = {NULL, NULL}, *prompt = NULL;
+    const char *sweep_arg = NULL, *nb_arg = NULL, *np_arg = NULL, *threads_arg = NULL;
+    double max_kld = -1, min_top1 = -1;
     bool loc = false;
     long max_tokens = 32;
     char *side_a = NULL, *side_b = NULL;
@@ -460,6 +512,9 @@ int cmd_compare(int argc, char **argv)
         {"html", required_argument, 0, 'H'},    {"json", required_argument, 0, 'j'},
         {"db", required_argument, 0, 'd'},      {"run", required_argument, 0, 'r'},
         {"threshold", required_argument, 0, 'T'}, {"all", no_argument, 0, 'a'},
+        {"sweep", required_argument, 0, 'S'},   {"n-batch", required_argument, 0, 'N'},
+        {"n-parallel", required_argument, 0, 'P'}, {"max-kld", required_argument, 0, 'K'},
+        {"min-top1", required_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -475,7 +530,12 @@ int cmd_compare(int argc, char **argv)
         case 'M': if (gt_cli_int("compare", "--max-tokens", optarg, 1, 4096, &max_tokens)) return GT_EXIT_USAGE; break;
         case 'n': if (gt_cli_int("compare", "-n", optarg, 1, 1 << 16, &n)) return GT_EXIT_USAGE; break;
         case 's': if (gt_cli_u64("compare", "--seed", optarg, &seed)) return GT_EXIT_USAGE; break;
-        case 't': if (gt_cli_int("compare", "-t", optarg, 0, 1024, &threads)) return GT_EXIT_USAGE; break;
+        case 't': threads_arg = optarg; break; /* a list under --sweep threads */
+        case 'S': sweep_arg = optarg; break;
+        case 'N': nb_arg = optarg; break;
+        case 'P': np_arg = optarg; break;
+        case 'K': if (gt_cli_double("compare", "--max-kld", optarg, &max_kld) || max_kld < 0) return GT_EXIT_USAGE; break;
+        case 'O': if (gt_cli_double("compare", "--min-top1", optarg, &min_top1) || min_top1 < 0 || min_top1 > 1) return GT_EXIT_USAGE; break;
         case 'H': html = optarg; break;
         case 'j': json = optarg; break;
         case 'd': db = optarg; break;
@@ -498,6 +558,55 @@ int cmd_compare(int argc, char **argv)
         fprintf(stderr, "gauntlet compare: unexpected argument '%s'\n", argv[optind]);
         return GT_EXIT_USAGE;
     }
+    if (sweep_arg) {
+        if (!model || !side_b || db || prompts || loc) {
+            fprintf(stderr, "gauntlet compare: --sweep needs -m MODEL and --b BACKEND (and no "
+                            "--db, --prompts or --localize)\n");
+            return GT_EXIT_USAGE;
+        }
+        gt_sweep_spec spec;
+        gt_sweep_defaults(&spec);
+        gt_err err = {{0}};
+        const char *lists[GT_SW_N_AXES] = {nb_arg, np_arg, threads_arg};
+        if (gt_sweep_axes_parse(sweep_arg, spec.swept, &err) != 0)
+            goto sweep_usage;
+        for (int a = 0; a < GT_SW_N_AXES; a++) {
+            if (lists[a] && spec.swept[a] &&
+                gt_sweep_values_parse((gt_sweep_axis)a, lists[a], spec.values[a],
+                                      &spec.n_values[a], &err) != 0)
+                goto sweep_usage;
+            if (lists[a] && !spec.swept[a] && a != GT_SW_THREADS) {
+                gt_err_set(&err, "--%s %s: that setting is not in --sweep %s",
+                           a == GT_SW_N_BATCH ? "n-batch" : "n-parallel", lists[a], sweep_arg);
+                goto sweep_usage;
+            }
+        }
+        if (threads_arg && !spec.swept[GT_SW_THREADS]) {
+            if (gt_cli_int("compare", "-t", threads_arg, 0, 1024, &threads))
+                return GT_EXIT_USAGE;
+            spec.n_threads = (int)threads;
+        }
+        spec.model_path = model;
+        spec.prompt = prompt ? prompt : GT_SWEEP_PROMPT;
+        if (side_a)
+            split_side(side_a, &spec.ref_backend, &spec.ref_driver);
+        split_side(side_b, &spec.backend, &spec.driver);
+        if (max_kld >= 0)
+            spec.max_kld = max_kld;
+        if (min_top1 >= 0)
+            spec.min_top1 = min_top1;
+        return sweep(&spec, json);
+    sweep_usage:
+        fprintf(stderr, "gauntlet compare: %s\n", err.msg);
+        return GT_EXIT_USAGE;
+    }
+    if (nb_arg || np_arg || max_kld >= 0 || min_top1 >= 0) {
+        fprintf(stderr, "gauntlet compare: --n-batch, --n-parallel, --max-kld and --min-top1 go "
+                        "with --sweep\n");
+        return GT_EXIT_USAGE;
+    }
+    if (threads_arg && gt_cli_int("compare", "-t", threads_arg, 0, 1024, &threads))
+        return GT_EXIT_USAGE;
     if (db) {
         if (n_runs != 2 || model) {
             fprintf(stderr, "gauntlet compare: --db FILE needs --run A --run B (and no -m)\n");

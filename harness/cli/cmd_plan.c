@@ -133,6 +133,8 @@ int cmd_plan(int argc, char **argv)
         else if (art->state == GT_ART_MISSING || art->state == GT_ART_ERROR)
             snprintf(why, sizeof why, "%s: %s", art->state == GT_ART_MISSING ? "skip" : "error",
                      art->reason);
+        else if (gt_setting_unsupported(c->setting))
+            snprintf(why, sizeof why, "%s", gt_setting_unsupported(c->setting));
         else if (do_probe)
             probe(c->backend, c->driver, why, sizeof why);
         if (why[0]) {
@@ -143,6 +145,12 @@ int cmd_plan(int argc, char **argv)
                      c->driver->driver ? " with driver \"" : "",
                      c->driver->driver ? c->driver->driver : "", c->driver->driver ? "\"" : "",
                      art->state == GT_ART_TO_MAKE ? "" : "");
+            char set[160];
+            gt_setting_describe(c->setting, set, sizeof set);
+            if (set[0]) {
+                size_t len = strlen(plan);
+                snprintf(plan + len, sizeof plan - len, " with %s", set);
+            }
             if (c->backend->is_http) {
                 char cmd[400] = "";
                 const cJSON *a = c->backend->http.start ? c->backend->http.start->child : NULL;

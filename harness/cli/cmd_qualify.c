@@ -193,6 +193,12 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
         cJSON_AddStringToObject(o, "version", c->driver->version);
     cJSON_AddNumberToObject(o, "device", c->backend->device);
     cJSON_AddNumberToObject(o, "threads", c->threads);
+    if (c->setting->n_batch)
+        cJSON_AddNumberToObject(o, "n_batch", c->setting->n_batch);
+    if (c->setting->n_parallel)
+        cJSON_AddNumberToObject(o, "n_parallel", c->setting->n_parallel);
+    if (c->setting->kv_type)
+        cJSON_AddStringToObject(o, "kv_type", c->setting->kv_type);
     cJSON_AddNumberToObject(o, "seed", (double)m->seed);
     cJSON_AddNumberToObject(o, "timeout_s", c->timeout_s);
     cJSON_AddBoolToObject(o, "localize", localize_failures);
@@ -563,9 +569,12 @@ int cmd_qualify(int argc, char **argv)
         const gt_cell *c = &cells[i];
         if (c->index % shard_n != shard_i - 1 || !backend_selected(backends, c->backend->id))
             continue;
-        nc[n_shard++] = (gt_db_cell_new){c->id, c->model->id, c->quant, c->backend->id,
-                                         c->driver->id, c->index, c->required,
-                                         gt_status_name(c->expected), c->expect_reason};
+        const gt_mx_setting *s = c->setting;
+        nc[n_shard++] = (gt_db_cell_new){c->id,         c->model->id,  c->quant,
+                                         c->backend->id, c->driver->id, c->index,
+                                         c->required,    gt_status_name(c->expected),
+                                         c->expect_reason, s->id,       s->n_batch,
+                                         s->n_parallel,  s->threads,    s->kv_type};
     }
     int r = gt_db_part_begin(db, q.run_id, shard_i, shard_n, argline, &q.part_id, &err);
     /* Continuing a run without --shard means "finish what this database

@@ -23,6 +23,7 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: gauntlet report --db FILE [--run ID] [--baseline ID|DBFILE] [--history N]\n"
+            "                       [--group-by model|quant|backend|driver|settings]\n"
             "                       (--html OUT | --junit OUT | --markdown OUT | --json OUT)...\n"
             "  --db FILE         the results database\n"
             "  --run ID          run id or run key (default: the newest run)\n"
@@ -35,6 +36,9 @@ static void help(FILE *f)
             "                    of decode t/s, drift KLD and top-1, and a \"changed since\"\n"
             "                    list: status flips and metrics that left the spread of the\n"
             "                    earlier runs, each with the run where it happened\n"
+            "  --group-by AXIS   the Markdown adds status counts per model, quant, backend,\n"
+            "                    driver profile or settings variant (nb7-np4-t2); every\n"
+            "                    output carries each cell's axes, settings included\n"
             "  --html OUT        self-contained HTML compatibility report\n"
             "  --junit OUT       JUnit XML (one testsuite per cell)\n"
             "  --markdown OUT    summary for a pull-request comment\n"
@@ -99,6 +103,7 @@ int cmd_report(int argc, char **argv)
         {"html", required_argument, 0, 'H'},      {"junit", required_argument, 0, 'J'},
         {"markdown", required_argument, 0, 'M'},  {"json", required_argument, 0, 'j'},
         {"history", required_argument, 0, 'n'},   {"help", no_argument, 0, 'h'},
+        {"group-by", required_argument, 0, 'g'},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -124,6 +129,14 @@ int cmd_report(int argc, char **argv)
             o.history = (int)v;
             break;
         }
+        case 'g':
+            if (gt_report_axis_from_name(optarg) < 0) {
+                fprintf(stderr, "gauntlet report: --group-by expects model, quant, backend, "
+                                "driver or settings, got \"%s\"\n", optarg);
+                return GT_EXIT_USAGE;
+            }
+            o.group_by = optarg;
+            break;
         case 'H': o.html = optarg; break;
         case 'J': o.junit = optarg; break;
         case 'M': o.markdown = optarg; break;

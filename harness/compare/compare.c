@@ -220,6 +220,19 @@ static void log_softmax(const float *x, int n, double *out)
         out[i] = (double)x[i] - lse;
 }
 
+double gt_cmp_kl(const float *p, const float *q, int n, double *scratch, bool *same_top1)
+{
+    double *lp = scratch, *lq = scratch + n;
+    log_softmax(p, n, lp);
+    log_softmax(q, n, lq);
+    double kl = 0;
+    for (int j = 0; j < n; j++)
+        kl += exp(lp[j]) * (lp[j] - lq[j]);
+    if (same_top1)
+        *same_top1 = gt_argmax(p, n) == gt_argmax(q, n);
+    return kl < 0 ? 0 : kl; /* rounding: KL is never negative */
+}
+
 int gt_cmp_run(gt_cmp *c, const gt_cmp_prompt *p, gt_cmp_result *r, gt_err *err)
 {
     memset(r, 0, sizeof *r);
@@ -249,9 +262,9 @@ int gt_cmp_run(gt_cmp *c, const gt_cmp_prompt *p, gt_cmp_result *r, gt_err *err)
     float *la = malloc(sizeof(float) * V * (size_t)n);
     float *lb = malloc(sizeof(float) * V * (size_t)n);
     int32_t *forced = malloc(sizeof(int32_t) * (size_t)(n_prompt + n));
-    double *pa = malloc(sizeof(double) * V), *pb = malloc(sizeof(double) * V);
+    double *scratch = malloc(sizeof(double) * 2 * V);
     int rc = -1;
-    if (!la || !lb || !forced || !pa || !pb) {
+    if (!la || !lb || !forced || !scratch) {
         gt_err_set(err, "out of memory");
         goto done;
     }
@@ -297,21 +310,15 @@ int gt_cmp_run(gt_cmp *c, const gt_cmp_prompt *p, gt_cmp_result *r, gt_err *err)
     int agree = 0;
     r->kld_max = 0;
     for (int i = 0; i < k; i++) {
-        const float *xa = la + V * (size_t)i, *xb = lb + V * (size_t)i;
-        log_softmax(xa, c->n_vocab, pa);
-        log_softmax(xb, c->n_vocab, pb);
-        double kl = 0;
-        for (size_t j = 0; j < V; j++)
-            kl += exp(pa[j]) * (pa[j] - pb[j]);
-        if (kl < 0)
-            kl = 0; /* rounding: KL is never negative */
+        bool same;
+        double kl = gt_cmp_kl(la + V * (size_t)i, lb + V * (size_t)i, c->n_vocab, scratch, &same);
         r->kld[i] = kl;
         r->kld_mean += kl;
         if (kl > r->kld_max || i == 0) {
             r->kld_max = kl;
             r->kld_argmax = i;
         }
-        agree += gt_argmax(xa, c->n_vocab) == gt_argmax(xb, c->n_vocab);
+        agree += same;
     }
     r->kld_mean /= k;
     r->top1 = (double)agree / k;
@@ -321,8 +328,7 @@ done:
     free(la);
     free(lb);
     free(forced);
-    free(pa);
-    free(pb);
+    free(scratch);
     if (rc != 0)
         gt_cmp_result_free(r);
     return rc;

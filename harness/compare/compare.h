@@ -7,7 +7,8 @@
  * positions even after the texts diverge: per-token KL(A || B) and top-1
  * agreement. The engine (compare.c) only computes; cmd_compare.c prints the
  * terminal view and compare_out.c writes JSON and HTML. localize.h, the
- * node-by-node localizer, is the other half of this folder's face.
+ * node-by-node localizer, and sweep.h, the settings sweep, are the rest of
+ * this folder's face.
  *
  * May use: opcheck (per-op tolerances), reports (the HTML page), base, the
  * runtime's public headers. */
@@ -20,6 +21,7 @@
 
 #include "gt/error.h"
 #include "localize.h"
+#include "sweep.h"
 
 typedef struct gt_cmp_prompt {
     char *id, *text;
@@ -68,6 +70,10 @@ void gt_cmp_result_free(gt_cmp_result *r);
  * caller's: writes into out). */
 void gt_cmp_piece(gt_cmp *c, int32_t tok, char *out, size_t cap);
 const char *gt_cmp_model_name(const gt_cmp *c);
+/* KL(P || Q) in nats of two rows of n logits (softmax in double with
+ * log-sum-exp), and in *same_top1 (may be NULL) whether their argmaxes
+ * agree; scratch holds 2 * n doubles. */
+double gt_cmp_kl(const float *p, const float *q, int n, double *scratch, bool *same_top1);
 
 /* compare_out.c */
 typedef struct gt_cmp_report {

@@ -164,14 +164,25 @@ static int parse_backend(const gt_jv *v, const cJSON *node, const char *path,
 {
     static const char *const KEYS[] = {"id",        "drivers",   "threads",     "device",
                                        "timeout_s", "memory_mb", "description", "required",
-                                       NULL};
+                                       "settings",  NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     b->threads = -1;
     b->timeout_s = -1;
     b->memory_mb = -1;
     const cJSON *drivers = NULL;
-    if (cJSON_IsObject(node) && cJSON_GetObjectItemCaseSensitive(node, "backend"))
+    if (cJSON_IsObject(node) && cJSON_GetObjectItemCaseSensitive(node, "backend")) {
+        /* A server's batch and slots are set by its own start command; the
+         * harness cannot open it with them, so a settings cell would test
+         * nothing it names. */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(node, "id");
+        if (cJSON_GetObjectItemCaseSensitive(node, "settings"))
+            return gt_jv_fail(v, gt_jv_key(p, path, "settings"),
+                              "http backend \"%s\" cannot take settings: n_batch, n_parallel, "
+                              "threads and kv_type are for in-process backends (a server's "
+                              "are set by its \"start\" command)",
+                              cJSON_IsString(id) ? id->valuestring : "?");
         return gt_matrix_parse_http(v, node, path, b);
+    }
     if (cJSON_IsString(node)) {
         if (!gt_jv_is_ident(node->valuestring))
             return gt_jv_fail(v, path, "expected a backend name, got \"%s\"", node->valuestring);
@@ -192,6 +203,10 @@ static int parse_backend(const gt_jv *v, const cJSON *node, const char *path,
             return -1;
         b->threads = (int)threads;
         b->device = (int)device;
+        const cJSON *set = cJSON_GetObjectItemCaseSensitive(node, "settings");
+        if (set && gt_matrix_parse_settings(v, set, gt_jv_key(p, path, "settings"), &b->settings,
+                                            &b->n_settings) != 0)
+            return -1;
     }
     if (!gt_backend_find(b->id)) {
         const gt_backend_entry *all;
@@ -243,11 +258,12 @@ static int parse_backend(const gt_jv *v, const cJSON *node, const char *path,
 }
 
 /* A pattern: "glob on id" or {"cell": glob, "model": glob, ...} with extra
- * keys the caller reads itself. */
+ * keys the caller reads itself. An include (grid true) may give "settings"
+ * as a grid ({"n_batch": [1, 7]}): the cell's variants it adds. */
 static int parse_rule(const gt_jv *v, const cJSON *node, const char *path,
-                      const char *const *extra, gt_mx_rule *r)
+                      const char *const *extra, bool grid, gt_mx_rule *r)
 {
-    static const char *const AX[] = {"model", "quant", "backend", "driver"};
+    static const char *const AX[] = {"model", "quant", "backend", "driver", "settings"};
     snprintf(r->path, sizeof r->path, "%s", path);
     if (cJSON_IsString(node)) {
         if (!node->valuestring[0])
@@ -255,22 +271,31 @@ static int parse_rule(const gt_jv *v, const cJSON *node, const char *path,
         r->glob = node->valuestring;
         return 0;
     }
-    const char *keys[16] = {"cell", "model", "quant", "backend", "driver"};
-    int nk = 5;
+    const char *keys[16] = {"cell", "model", "quant", "backend", "driver", "settings"};
+    int nk = 6;
     for (int i = 0; extra && extra[i] && nk < 15; i++)
         keys[nk++] = extra[i];
     keys[nk] = NULL;
     if (gt_jv_object(v, node, path, keys) || gt_jv_str(v, node, path, "cell", false, &r->glob))
         return -1;
     int any = r->glob != NULL;
-    for (int a = 0; a < 4; a++) {
+    const cJSON *set = cJSON_GetObjectItemCaseSensitive(node, "settings");
+    if (grid && cJSON_IsObject(set)) {
+        char p[GT_JV_PATH];
+        if (gt_matrix_parse_settings(v, set, gt_jv_key(p, path, "settings"), &r->settings,
+                                     &r->n_settings) != 0)
+            return -1;
+    }
+    for (int a = 0; a < 5; a++) {
+        if (a == 4 && r->settings)
+            continue;
         if (gt_jv_str(v, node, path, AX[a], false, &r->axis[a]) != 0)
             return -1;
         any |= r->axis[a] != NULL;
     }
     if (!any)
         return gt_jv_fail(v, path, "expected a cell pattern: \"cell\" or one of \"model\", "
-                                   "\"quant\", \"backend\", \"driver\"");
+                                   "\"quant\", \"backend\", \"driver\", \"settings\"");
     return 0;
 }
 
@@ -292,7 +317,8 @@ static int rules(const gt_jv *v, const cJSON *parent, const char *path, const ch
     gt_jv_key(p, path, key);
     int i = 0;
     for (const cJSON *c = arr->child; c; c = c->next, i++)
-        if (parse_rule(v, c, gt_jv_index(q, p, i), extra, &list[i]) != 0)
+        if (parse_rule(v, c, gt_jv_index(q, p, i), extra, strcmp(key, "include") == 0,
+                       &list[i]) != 0)
             return -1;
     return 0;
 }
@@ -376,8 +402,9 @@ static int parse_tolerances(gt_matrix *m, const gt_jv *v, const cJSON *node)
 static int parse_allowed_skips(const gt_jv *v, const cJSON *node, const char *path)
 {
     static const char *const KEYS[] = {"category", "model", "quant",       "backend",
-                                       "driver",   "cell",  "description", NULL};
-    static const char *const GLOBS[] = {"model", "quant", "backend", "driver", "cell", NULL};
+                                       "driver",   "settings", "cell", "description", NULL};
+    static const char *const GLOBS[] = {"model", "quant", "backend", "driver", "settings",
+                                        "cell", NULL};
     char p[GT_JV_PATH], q[GT_JV_PATH];
     const cJSON *arr = NULL, *c;
     if (gt_jv_arr(v, node, path, "allowed_skips", false, false, &arr) != 0)
@@ -617,7 +644,8 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         "name",    "description", "root",   "mirror",     "defaults", "models",
         "quants",  "backends",    "include", "exclude",   "expect",   "tolerances",
         "tiers",   "default_tier", "gate",  "survivors", NULL};
-    static const char *const DK[] = {"timeout_s", "memory_mb", "threads", "seed", NULL};
+    static const char *const DK[] = {"timeout_s", "memory_mb", "threads", "seed", "settings",
+                                     NULL};
     char p[GT_JV_PATH];
     const cJSON *d = m->doc;
     const char *root = NULL, *def_tier = NULL;
@@ -656,6 +684,12 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         return -1;
     m->threads = (int)threads;
     m->seed = (uint64_t)seed;
+    const cJSON *def_set = defs ? cJSON_GetObjectItemCaseSensitive(defs, "settings") : NULL;
+    gt_mx_setting *def_settings = NULL;
+    int n_def_settings = 0;
+    if (def_set && gt_matrix_parse_settings(v, def_set, "defaults.settings", &def_settings,
+                                            &n_def_settings) != 0)
+        return -1;
 
     const cJSON *arr = NULL;
     if (gt_jv_arr(v, d, "", "models", true, true, &arr) != 0)
@@ -683,18 +717,40 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
     if (gt_jv_arr(v, d, "", "backends", true, true, &arr) != 0)
         return -1;
     m->n_backends = cJSON_GetArraySize(arr);
-    if (!(m->backends = calloc((size_t)m->n_backends, sizeof *m->backends)))
+    if (!(m->backends = calloc((size_t)m->n_backends, sizeof *m->backends))) {
+        free(def_settings);
         return OOM(v);
+    }
     i = 0;
     for (const cJSON *c = arr->child; c; c = c->next, i++) {
-        if (parse_backend(v, c, gt_jv_index(p, "backends", i), &m->backends[i]) != 0)
+        gt_mx_backend *b = &m->backends[i];
+        if (parse_backend(v, c, gt_jv_index(p, "backends", i), b) != 0) {
+            free(def_settings);
             return -1;
+        }
+        /* The defaults' settings go to every in-process backend without its
+         * own; an http entry never gets any (its server sets them). */
+        if (!b->settings && def_settings && !b->is_http) {
+            if (!(b->settings = malloc((size_t)n_def_settings * sizeof *b->settings))) {
+                free(def_settings);
+                return OOM(v);
+            }
+            memcpy(b->settings, def_settings, (size_t)n_def_settings * sizeof *b->settings);
+            b->n_settings = n_def_settings;
+        }
+        if (!b->settings && gt_matrix_no_settings(&b->settings, &b->n_settings) != 0) {
+            free(def_settings);
+            return OOM(v);
+        }
         for (int j = 0; j < i; j++)
-            if (strcmp(m->backends[j].id, m->backends[i].id) == 0)
+            if (strcmp(m->backends[j].id, m->backends[i].id) == 0) {
+                free(def_settings);
                 return gt_jv_fail(v, p, "duplicate backend \"%s\" (list driver profiles under "
                                         "one entry's \"drivers\")",
                                   m->backends[i].id);
+            }
     }
+    free(def_settings);
 
     static const char *const EXCL[] = {"reason", NULL};
     static const char *const EXPK[] = {"status", "reason", "check", NULL};
@@ -845,8 +901,10 @@ void gt_matrix_free(gt_matrix *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->n_backends; i++)
+    for (int i = 0; i < m->n_backends; i++) {
         free(m->backends[i].drivers);
+        free(m->backends[i].settings);
+    }
     for (int i = 0; m->tiers && i < m->n_tiers; i++) {
         free(m->tiers[i].suites);
         free(m->tiers[i].cells);
@@ -860,6 +918,8 @@ void gt_matrix_free(gt_matrix *m)
     free(m->models);
     free(m->quants);
     free(m->mirrors);
+    for (int i = 0; m->include && i < m->n_include; i++)
+        free(m->include[i].settings);
     free(m->include);
     free(m->exclude);
     free(m->expect);

@@ -7,9 +7,11 @@
  * wrong type, empty axis, unknown backend/suite/metric, duplicate id, and
  * every rule that matches no cell is an error naming the file and the JSON
  * path. Expansion is deterministic (axis order as written: model, quant,
- * backend, driver), and each cell's id is "model/quant/backend/driver", so
- * the same matrix yields the same ids on every machine and run; that id is
- * what the database, resume, sharding, merging and baselines key on.
+ * backend, driver, settings), and each cell's id is
+ * "model/quant/backend/driver", with "/<settings>" appended when the
+ * backend lists execution settings ("nb7-np4-t2"), so the same matrix
+ * yields the same ids on every machine and run; that id is what the
+ * database, resume, sharding, merging and baselines key on.
  *
  * The matrix does not look at files or devices: that is artifacts.c (what
  * exists, what must be made) and the worker (what the backend can run).
@@ -33,8 +35,10 @@
 #include "base.h"
 #include "quant_scheme.h"
 
-#define GT_CELL_ID_MAX 272
-#define GT_CELL_MAX_KNOWN 16 /* known-failing checks per cell */ /* four identifiers of up to 64 chars and three '/' */
+/* Four identifiers of up to 64 chars, a settings id (GT_SETTINGS_ID_MAX)
+ * and four '/'. */
+#define GT_CELL_ID_MAX 320
+#define GT_CELL_MAX_KNOWN 16 /* known-failing checks per cell */
 
 typedef struct gt_mx_model {
     char id[65];
@@ -58,6 +62,25 @@ typedef struct gt_mx_driver {
     const char *version; /* constraint on the device's driver version, e.g. ">=12.4" */
 } gt_mx_driver;
 
+/* One point of a backend's execution-settings grid (matrix_settings.c):
+ * what the cell's backend is opened with (gt_backend_config). Only the keys
+ * the matrix names are set, and only they appear in the id, in the fixed
+ * order nb, np, t, kv: "nb7-np4-t2-kvf16". A backend without settings has
+ * one variant, id "" (its cells' ids have no fifth part), nothing set. */
+#define GT_SETTINGS_ID_MAX 48
+typedef struct gt_mx_setting {
+    char id[GT_SETTINGS_ID_MAX];
+    int n_batch, n_parallel, threads; /* 0 = not set by the matrix */
+    const char *kv_type;              /* "f32" or "f16", NULL = not set */
+} gt_mx_setting;
+
+/* Why this runtime cannot run a variant (a skip reason of category
+ * "unsupported"), or NULL: kv_type f16 until there is an F16 K/V cache.
+ * The worker skips such a cell with it; plan shows it. */
+const char *gt_setting_unsupported(const gt_mx_setting *s);
+/* "n_batch 7, n_parallel 4, threads 2" (what the variant sets), "" for none. */
+void gt_setting_describe(const gt_mx_setting *s, char *out, size_t cap);
+
 /* An "http" backend entry: an OpenAI-compatible server qualified through
  * its API. Templates may hold placeholders ({port} in endpoint/health;
  * {gauntlet}, {model_path}, {port}, {threads}, {root} in start) that the worker
@@ -79,6 +102,9 @@ typedef struct gt_mx_backend {
     int device;
     double timeout_s; /* <0 = matrix default */
     int64_t memory_mb; /* <0 = matrix default, 0 = unlimited */
+    gt_mx_setting *settings; /* its own "settings", else the defaults' (never
+                              * an http entry's): at least one variant */
+    int n_settings;
     bool is_http;     /* an "http" entry: http below, one driver profile "default" */
     gt_mx_http http;
 } gt_mx_backend;
@@ -86,12 +112,15 @@ typedef struct gt_mx_backend {
 /* A cell pattern: a glob on the whole id, or one glob per axis. */
 typedef struct gt_mx_rule {
     const char *glob;
-    const char *axis[4]; /* model, quant, backend, driver; NULL = any */
+    const char *axis[5]; /* model, quant, backend, driver, settings; NULL = any */
     const char *reason;
     gt_status status;    /* expectations: GT_ST_XFAIL or GT_ST_SKIP */
     const char *check;   /* expectations: "suite.check" known to fail, or NULL (the cell) */
     const cJSON *metrics; /* tolerance overrides */
     char path[64];       /* JSON path, for "matches no cell" */
+    gt_mx_setting *settings; /* include only: a settings grid of the cell it adds
+                              * (owned), NULL = the backend's own variants */
+    int n_settings;
 } gt_mx_rule;
 
 typedef struct gt_mx_gate {
@@ -155,6 +184,7 @@ typedef struct gt_cell {
     gt_type type;
     const gt_mx_backend *backend;
     const gt_mx_driver *driver;
+    const gt_mx_setting *setting; /* never NULL; id "" when the backend has none */
     gt_status expected;        /* GT_ST_PASS, GT_ST_XFAIL or GT_ST_SKIP */
     const char *expect_reason;
     /* Checks of this cell known to fail (expect entries with "check"): such
@@ -166,7 +196,7 @@ typedef struct gt_cell {
     int n_suites;
     double timeout_s;
     int64_t memory_mb;         /* 0 = unlimited */
-    int threads;
+    int threads;               /* the setting's, else the backend's, else the matrix's */
     cJSON *tolerances;         /* resolved: suite defaults < default < quant < cells[] */
     cJSON *tol_written;        /* names (array) of those the matrix wrote, not a suite's
                                 * default: each is a bound the cell must judge */
@@ -200,6 +230,9 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
                      gt_err *err);
 void gt_cells_free(gt_cell *cells, int n);
 
+/* A rule written for a four-part id (glob or axes) also matches each of
+ * that cell's settings variants: "m/q8_0/cpu/default" covers
+ * "m/q8_0/cpu/default/nb7-np4"; "settings" (the fifth axis) narrows to some. */
 bool gt_rule_match(const gt_mx_rule *r, const char *cell_id);
 /* Absolute path for a path written in the matrix (relative to its base). */
 void gt_matrix_resolve(const gt_matrix *m, const char *path, char *out, size_t cap);

@@ -1,7 +1,8 @@
 /* matrix_expand.c: from a validated matrix to the list of cells of a tier.
  *
  * Order: the cross product (models × each model's quants × backends × their
- * driver profiles, all in the order written), then "include" cells appended
+ * driver profiles × their settings variants, all in the order written; see
+ * matrix_settings.c for the variants' order), then "include" cells appended
  * in order, then "exclude" removes cells, then the tier's "cells" filter.
  * Each surviving cell's index in that list is its shard key, so sharding is
  * a pure function of the matrix and tier.
@@ -27,20 +28,29 @@ typedef struct raw_cell {
     const char *quant;
     const gt_mx_backend *backend;
     const gt_mx_driver *driver;
+    const gt_mx_setting *setting;
     bool excluded;
 } raw_cell;
 
 bool gt_rule_match(const gt_mx_rule *r, const char *cell_id)
 {
-    if (r->glob && fnmatch(r->glob, cell_id, 0) != 0)
-        return false;
     char buf[GT_CELL_ID_MAX];
     snprintf(buf, sizeof buf, "%s", cell_id);
-    char *part[4] = {0}, *save = NULL;
+    if (r->glob && fnmatch(r->glob, cell_id, 0) != 0) {
+        /* A pattern written for the four-part id covers the cell's settings
+         * variants: try it on the id without its fifth part. */
+        char *s = buf;
+        for (int slashes = 0; *s && slashes < 4; s++)
+            slashes += *s == '/';
+        if (!*s || (s[-1] = '\0', fnmatch(r->glob, buf, 0) != 0))
+            return false;
+        snprintf(buf, sizeof buf, "%s", cell_id);
+    }
+    char *part[5] = {0}, *save = NULL;
     char *tok = strtok_r(buf, "/", &save);
-    for (int i = 0; i < 4 && tok; i++, tok = strtok_r(NULL, "/", &save))
+    for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, "/", &save))
         part[i] = tok;
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 5; a++)
         if (r->axis[a] && (!part[a] || fnmatch(r->axis[a], part[a], 0) != 0))
             return false;
     return true;
@@ -54,8 +64,15 @@ static bool any_match(const gt_mx_rule *r, int n, const char *id)
     return false;
 }
 
+/* "model/quant/backend/driver", "/settings" when the variant has an id. */
+static void cell_id(char *out, size_t cap, const gt_mx_model *md, const char *q,
+                    const gt_mx_backend *b, const gt_mx_driver *d, const gt_mx_setting *s)
+{
+    snprintf(out, cap, "%s/%s/%s/%s%s%s", md->id, q, b->id, d->id, s->id[0] ? "/" : "", s->id);
+}
+
 static int push(raw_cell **list, int *n, int *cap, const gt_mx_model *md, const char *q,
-                const gt_mx_backend *b, const gt_mx_driver *d)
+                const gt_mx_backend *b, const gt_mx_driver *d, const gt_mx_setting *s)
 {
     if (*n == *cap) {
         int nc = *cap ? *cap * 2 : 64;
@@ -67,8 +84,8 @@ static int push(raw_cell **list, int *n, int *cap, const gt_mx_model *md, const 
     }
     raw_cell *c = &(*list)[(*n)++];
     memset(c, 0, sizeof *c);
-    snprintf(c->id, sizeof c->id, "%s/%s/%s/%s", md->id, q, b->id, d->id);
-    c->model = md, c->quant = q, c->backend = b, c->driver = d;
+    cell_id(c->id, sizeof c->id, md, q, b, d, s);
+    c->model = md, c->quant = q, c->backend = b, c->driver = d, c->setting = s;
     return 0;
 }
 
@@ -97,21 +114,25 @@ static int build(const gt_matrix *m, const gt_jv *v, raw_cell **out, int *n_out,
         int nq = md->quants ? cJSON_GetArraySize(md->quants) : m->n_quants;
         for (int q = 0; q < nq; q++, mq = mq ? mq->next : NULL) {
             const char *qn = md->quants ? mq->valuestring : m->quants[q];
-            for (int b = 0; b < m->n_backends; b++)
-                for (int d = 0; d < m->backends[b].n_drivers; d++)
-                    if (push(&list, &n, &cap, md, qn, &m->backends[b], &m->backends[b].drivers[d]))
-                        goto oom;
+            for (int b = 0; b < m->n_backends; b++) {
+                const gt_mx_backend *be = &m->backends[b];
+                for (int d = 0; d < be->n_drivers; d++)
+                    for (int st = 0; st < be->n_settings; st++)
+                        if (push(&list, &n, &cap, md, qn, be, &be->drivers[d], &be->settings[st]))
+                            goto oom;
+            }
         }
     }
     for (int r = 0; r < m->n_include; r++) {
         const gt_mx_rule *ru = &m->include[r];
         const char *const *ax = ru->axis;
         if (v && (ru->glob || !ax[0] || !ax[1] || !ax[2] || has_glob(ax[0]) ||
-                  has_glob(ax[1]) || has_glob(ax[2]) || has_glob(ax[3]))) {
+                  has_glob(ax[1]) || has_glob(ax[2]) || has_glob(ax[3]) || has_glob(ax[4]))) {
             free(list);
             return gt_jv_fail(v, ru->path, "an include names one cell: exact \"model\", "
                                            "\"quant\", \"backend\" (and \"driver\" unless the "
-                                           "backend has one profile), no patterns");
+                                           "backend has one profile, \"settings\" unless it has "
+                                           "one variant), no patterns");
         }
         const gt_mx_model *md = NULL;
         const gt_mx_backend *be = NULL;
@@ -128,25 +149,47 @@ static int build(const gt_matrix *m, const gt_jv *v, raw_cell **out, int *n_out,
         for (int i = 0; be && i < be->n_drivers; i++)
             if (ax[3] ? strcmp(be->drivers[i].id, ax[3]) == 0 : be->n_drivers == 1)
                 dr = &be->drivers[i];
-        if (v && (!md || !q || !be || !dr)) {
+        if (v && ru->settings && be && be->is_http) {
+            free(list);
+            return gt_jv_fail(v, ru->path, "http backend \"%s\" cannot take settings: "
+                                           "n_batch, n_parallel, threads and kv_type are for "
+                                           "in-process backends", be->id);
+        }
+        /* The include's own grid, or one of the backend's variants. */
+        const gt_mx_setting *se = NULL;
+        if (ru->settings)
+            se = be && be->is_http ? NULL : &ru->settings[0];
+        for (int i = 0; be && !ru->settings && i < be->n_settings; i++)
+            if (ax[4] ? strcmp(be->settings[i].id, ax[4]) == 0 : be->n_settings == 1)
+                se = &be->settings[i];
+        if (v && (!md || !q || !be || !dr || !se)) {
             free(list);
             return gt_jv_fail(v, ru->path, "%s \"%s\" is not in the matrix",
-                              !md ? "model" : !q ? "quant" : !be ? "backend" : "driver profile",
-                              !md ? ax[0] : !q ? ax[1] : !be ? ax[2] : ax[3] ? ax[3] : "(none)");
+                              !md ? "model" : !q ? "quant" : !be ? "backend" : !dr ? "driver profile"
+                                                                                 : "settings variant",
+                              !md   ? ax[0]
+                              : !q  ? ax[1]
+                              : !be ? ax[2]
+                              : !dr ? (ax[3] ? ax[3] : "(none)")
+                                    : (ax[4] ? ax[4] : "(none)"));
         }
-        if (!md || !q || !be || !dr)
+        if (!md || !q || !be || !dr || !se)
             continue;
-        char id[GT_CELL_ID_MAX];
-        snprintf(id, sizeof id, "%s/%s/%s/%s", md->id, q, be->id, dr->id);
-        bool dup = false;
-        for (int i = 0; i < n; i++)
-            dup |= strcmp(list[i].id, id) == 0;
-        if (dup && v) {
-            free(list);
-            return gt_jv_fail(v, ru->path, "cell %s is already in the matrix", id);
+        for (int s = 0; s < (ru->settings ? ru->n_settings : 1); s++) {
+            if (ru->settings)
+                se = &ru->settings[s];
+            char id[GT_CELL_ID_MAX];
+            cell_id(id, sizeof id, md, q, be, dr, se);
+            bool dup = false;
+            for (int i = 0; i < n; i++)
+                dup |= strcmp(list[i].id, id) == 0;
+            if (dup && v) {
+                free(list);
+                return gt_jv_fail(v, ru->path, "cell %s is already in the matrix", id);
+            }
+            if (!dup && push(&list, &n, &cap, md, q, be, dr, se))
+                goto oom;
         }
-        if (!dup && push(&list, &n, &cap, md, q, be, dr))
-            goto oom;
     }
     for (int r = 0; r < m->n_exclude; r++) {
         int hits = 0;
@@ -368,6 +411,7 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
         gt_quant_scheme_ok(r->quant, &c->type);
         c->backend = r->backend;
         c->driver = r->driver;
+        c->setting = r->setting;
         c->suites = (const char *const *)tier->suites;
         c->n_suites = tier->n_suites;
         c->expected = GT_ST_PASS;
@@ -390,7 +434,9 @@ int gt_matrix_expand(const gt_matrix *m, const gt_mx_tier *tier, gt_cell **cells
                        : r->backend->timeout_s >= 0 ? r->backend->timeout_s
                                                     : m->timeout_s;
         c->memory_mb = r->backend->memory_mb >= 0 ? r->backend->memory_mb : m->memory_mb;
-        c->threads = r->backend->threads >= 0 ? r->backend->threads : m->threads;
+        c->threads = r->setting->threads      ? r->setting->threads
+                     : r->backend->threads >= 0 ? r->backend->threads
+                                                : m->threads;
         if (!(c->tolerances = resolve_tolerances(m, tier, r->id, r->quant, &c->tol_written))) {
             free(raw);
             gt_cells_free(out, k);

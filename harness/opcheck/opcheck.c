@@ -54,14 +54,17 @@
 #define GUARD_BYTE(i) ((unsigned char)(0xA5 ^ (i)))
 #define MAX_CASES 2048
 
-enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE, FILL_FACTORS };
+enum { FILL_GAUSS, FILL_SMALL, FILL_WEIGHT, FILL_IDS, FILL_NORMW, FILL_CACHE, FILL_FACTORS,
+       FILL_SLOTS };
 enum { ALIAS_NONE, ALIAS_SRC0, ALIAS_CACHE };
 
 typedef struct oc_src {
     gt_type type;
     int64_t ne0, ne1;
     int fill;
-    int64_t param; /* FILL_IDS: table rows; FILL_CACHE: rows filled (rest NaN) */
+    int64_t param; /* FILL_IDS: table rows; FILL_CACHE: rows filled (rest NaN);
+                      FILL_SLOTS: rows per slot */
+    int32_t filled[4]; /* FILL_SLOTS: rows filled in each slot (rest NaN) */
 } oc_src;
 
 typedef struct oc_case {
@@ -75,6 +78,11 @@ typedef struct oc_case {
     float fp[4];
     double threshold;
     char desc[96];
+    /* Several sequences (ATTENTION): q's rows are n_seq runs of seq_rows,
+     * run j attends slot j of the caches (param rows each) at seq_pos0[j]
+     * with window seq_window[j]; one node per run, in one graph. */
+    int n_seq;
+    int32_t seq_rows[4], seq_pos0[4], seq_window[4];
 } oc_case;
 
 typedef struct oc_list {
@@ -120,7 +128,7 @@ static oc_case *add(oc_list *l, gt_op op, gt_type type)
 
 static oc_src S(gt_type type, int64_t ne0, int64_t ne1, int fill, int64_t param)
 {
-    return (oc_src){type, ne0, ne1, fill, param};
+    return (oc_src){type, ne0, ne1, fill, param, {0}};
 }
 
 static void cases_get_rows(oc_list *l, const gt_type *types, int n_types)
@@ -363,6 +371,47 @@ static void cases_gemma(oc_list *l)
     }
 }
 
+/* Several sequences in one graph (gt_session_eval_seqs): ragged runs of q
+ * rows, each attending its own slot of one K and V cache at its own
+ * position, with and without a sliding window; slots are NaN past what
+ * each holds, so reading a neighbour's rows or past a slot shows. */
+static void cases_sequences(oc_list *l)
+{
+    static const struct { int nh, nkv, hd, n; int32_t rows[4], pos0[4], window[4]; } a[] = {
+        {4, 2, 32, 4, {1, 1, 1, 1}, {0, 5, 17, 40}, {0, 0, 0, 0}},
+        {9, 3, 64, 3, {7, 1, 20}, {0, 30, 3}, {0, 0, 0}},
+        {4, 1, 64, 4, {5, 2, 1, 9}, {10, 0, 60, 33}, {8, 8, 32, 0}},
+        {2, 2, 32, 2, {33, 4}, {0, 61}, {16, 0}},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
+        if (!c)
+            continue;
+        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
+        const int64_t slot = 72;
+        int64_t rows = 0;
+        c->n_seq = a[i].n;
+        c->n_src = 3;
+        c->src[1] = S(GT_TYPE_F32, kvd, slot * a[i].n, FILL_SLOTS, slot);
+        for (int j = 0; j < a[i].n; j++) {
+            rows += a[i].rows[j];
+            c->seq_rows[j] = a[i].rows[j];
+            c->seq_pos0[j] = a[i].pos0[j];
+            c->seq_window[j] = a[i].window[j];
+            c->src[1].filled[j] = a[i].pos0[j] + a[i].rows[j];
+        }
+        c->src[2] = c->src[1];
+        c->src[0] = S(GT_TYPE_F32, qd, rows, FILL_GAUSS, 0);
+        c->out_ne0 = qd, c->out_ne1 = rows;
+        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, 0, 0, 0};
+        memcpy(c->ip, ip, sizeof ip);
+        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
+        c->threshold = 1e-8;
+        snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,sequences=%d,rows=%lld",
+                 a[i].nh, a[i].nkv, a[i].hd, a[i].n, (long long)rows);
+    }
+}
+
 /* Mixture-of-experts ops (qwen3moe), appended after every older case:
  * router top-k and weights over 8..128 experts, the gather-by-expert
  * matmul in every weight type (shared input rows as for gate/up, one row
@@ -510,6 +559,7 @@ static void *make_input(const oc_src *s, uint64_t seed)
              : s->fill == FILL_FACTORS ? (float)(1.0 + 7.0 * uniform(&seed)) /* Llama 3's 1..8 */
              : s->fill == FILL_SMALL ? 1e-3f * gauss(&seed)
              : s->fill == FILL_CACHE && row >= s->param ? NAN
+             : s->fill == FILL_SLOTS && row % s->param >= s->filled[row / s->param] ? NAN
                                                         : gauss(&seed);
     }
     if (f != p) {
@@ -620,7 +670,26 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
         t.buf = r.buf[3], t.offset = GUARD;
     }
     gt_tensor *node = &t;
-    const gt_graph g = {&node, 1};
+    gt_graph g = {&node, 1};
+    /* Several sequences: one ATTENTION per run, on views of q, the caches
+     * and the output. */
+    gt_tensor seq[4][4], *seq_nodes[4];
+    for (int j = 0, r0 = 0; j < c->n_seq; r0 += c->seq_rows[j], j++) {
+        for (int k = 0; k < 4; k++) {
+            gt_tensor *v = &seq[j][k], *whole = k < 3 ? &src[k] : &t;
+            *v = *whole;
+            const int64_t first = k == 0 || k == 3 ? r0 : (int64_t)j * c->src[1].param;
+            v->ne[1] = k == 0 || k == 3 ? c->seq_rows[j] : c->src[1].param;
+            v->offset += (size_t)first * gt_tensor_row_bytes(whole);
+        }
+        for (int k = 0; k < 3; k++)
+            seq[j][3].src[k] = &seq[j][k];
+        seq[j][3].iparams[3] = c->seq_pos0[j];
+        seq[j][3].iparams[4] = c->seq_window[j];
+        seq_nodes[j] = &seq[j][3];
+    }
+    if (c->n_seq > 0)
+        g = (gt_graph){seq_nodes, c->n_seq};
     gt_err cerr = {{0}};
     if (be->iface->compute(be, &g, &cerr) != 0) {
         snprintf(why, why_len, "compute failed: %s", cerr.msg);
@@ -760,6 +829,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     cases_gemma(&l);
     cases_moe(&l);
     cases_rope_factors(&l);
+    cases_sequences(&l);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
         const oc_case *c = &l.c[i];

@@ -51,7 +51,11 @@
  *
  * Spec keys: cell, tier, model, quant, backend, driver_id, driver, version,
  * device, threads, seed, artifact, artifact_sha256, source_sha256, f32_path,
- * suites, settings, tolerances, db, scratch, data_dir, timeout_s, localize; for http cells also
+ * suites, settings, tolerances, db, scratch, data_dir, timeout_s, localize;
+ * the cell's execution settings when its matrix names them: n_batch,
+ * n_parallel (the backend is opened with them, so every session on it
+ * starts with them), kv_type ("f16" is a skip: the runtime has no F16 K/V
+ * cache; "f32" is what every cell runs with); for http cells also
  * http {endpoint, health, start, model, start_timeout_s, gauntlet}.
  * For debugging: `gauntlet worker --spec FILE` reads the spec from FILE and
  * prints the lines on stdout.
@@ -858,7 +862,9 @@ static int run_cell(worker *w, double t0)
     }
     gt_backend_config cfg = {.device = (int)nget(spec, "device", 0),
                              .n_threads = (int)nget(spec, "threads", 0),
-                             .driver = driver};
+                             .driver = driver,
+                             .n_batch = (int)nget(spec, "n_batch", 0),
+                             .n_parallel = (int)nget(spec, "n_parallel", 0)};
     gt_backend *b = NULL;
     gt_err err = {{0}};
     if (gt_backend_open(backend, &cfg, &b, &err) != 0) {
@@ -870,6 +876,14 @@ static int run_cell(worker *w, double t0)
     if (version && !gt_version_satisfies(dv, version)) {
         skip(w, "driver version: profile %s needs version %s; %s has %s", profile, version,
              b->info.name, dv[0] ? dv : "no version");
+        gt_backend_close(b);
+        return 0;
+    }
+    /* Until the runtime stores K/V in F16 such a cell would run F32 and
+     * pass under a name that says otherwise. */
+    const gt_mx_setting set = {.kv_type = sget(spec, "kv_type")};
+    if (gt_setting_unsupported(&set)) {
+        skip(w, "%s", gt_setting_unsupported(&set));
         gt_backend_close(b);
         return 0;
     }

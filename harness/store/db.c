@@ -96,6 +96,14 @@ static const char *const MIGRATIONS[] = {
     " UNIQUE (run_id, source, shards));",
     /* 3: each file's architecture, which the report's environment names. */
     "ALTER TABLE artifacts ADD COLUMN arch TEXT;",
+    /* 4: a cell's execution settings (the matrix's settings axis), so that
+     * reports and SQL can group by them without parsing the id. Cells of
+     * older runs had none: '' and NULLs. */
+    "ALTER TABLE cells ADD COLUMN settings TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cells ADD COLUMN n_batch INTEGER;"
+    "ALTER TABLE cells ADD COLUMN n_parallel INTEGER;"
+    "ALTER TABLE cells ADD COLUMN threads INTEGER;"
+    "ALTER TABLE cells ADD COLUMN kv_type TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -449,8 +457,9 @@ int gt_db_cells_add(gt_db *db, int64_t run_id, const gt_db_cell_new *cells, int 
         return -1;
     if (sqlite3_prepare_v2(db->h,
                            "INSERT OR IGNORE INTO cells (run_id, cell_id, idx, model, quant,"
-                           " backend, driver, required, expected, expect_reason)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           " backend, driver, required, expected, expect_reason, settings,"
+                           " n_batch, n_parallel, threads, kv_type)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK) {
         gt_db_rollback(db);
         return gt_dbi_sqlerr(db, err, "adding cells");
@@ -468,6 +477,14 @@ int gt_db_cells_add(gt_db *db, int64_t run_id, const gt_db_cell_new *cells, int 
         sqlite3_bind_int(st, 8, c->required);
         gt_dbi_bind_text(st, 9, c->expected);
         gt_dbi_bind_text(st, 10, c->expect_reason);
+        gt_dbi_bind_text(st, 11, c->settings ? c->settings : "");
+        const int set[3] = {c->n_batch, c->n_parallel, c->threads};
+        for (int k = 0; k < 3; k++)
+            if (set[k] > 0)
+                sqlite3_bind_int(st, 12 + k, set[k]);
+            else
+                sqlite3_bind_null(st, 12 + k);
+        gt_dbi_bind_text(st, 15, c->kv_type);
         if (sqlite3_step(st) != SQLITE_DONE) {
             gt_dbi_sqlerr(db, err, "adding cells");
             sqlite3_finalize(st);

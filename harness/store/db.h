@@ -39,7 +39,10 @@
  *               started_at, finished_at, duration_s (wall, parent's view),
  *               worker_s (the worker's own time), overhead_ms (the harness's
  *               process-start cost: fork to the worker's first line), log
- *               (tail of the worker's stderr)
+ *               (tail of the worker's stderr); schema 4: settings (the
+ *               id's fifth part, "nb7-np4-t2", '' when the backend has
+ *               none), n_batch, n_parallel, threads, kv_type (what the
+ *               matrix's settings set; NULL when they do not)
  *   results     cell (-> cells.id), seq, suite, check_name, status ('pass' |
  *               'fail' | 'skip' | 'error'), message
  *   metrics     cell (-> cells.id), seq, suite, name, value, unit, tolerance,
@@ -68,7 +71,7 @@
 
 #include "gt/error.h"
 
-#define GT_DB_SCHEMA_VERSION 3
+#define GT_DB_SCHEMA_VERSION 4
 
 typedef struct gt_db gt_db;
 
@@ -134,6 +137,11 @@ typedef struct gt_db_cell_new {
     int idx;
     bool required;
     const char *expected, *expect_reason;
+    /* The execution settings (matrix settings axis): the variant's id
+     * (NULL or "" = none) and values, 0 / NULL = not set by the matrix. */
+    const char *settings;
+    int n_batch, n_parallel, threads;
+    const char *kv_type;
 } gt_db_cell_new;
 
 /* Adds cells as pending, keeping any already there (resume), in one

@@ -26,7 +26,8 @@
 #define CELL_COLS                                                                             \
     "cell_id, idx, model, quant, backend, driver, required, expected, expect_reason, status," \
     " raw_status, reason, model_sha256, artifact_sha256, host, attempts, started_at,"         \
-    " finished_at, duration_s, worker_s, overhead_ms, log"
+    " finished_at, duration_s, worker_s, overhead_ms, log, settings, n_batch, n_parallel,"     \
+    " threads, kv_type"
 
 static int run_sql(gt_db *db, const char *sql, int64_t a, int64_t b, int64_t c, gt_err *err)
 {

@@ -83,18 +83,38 @@ static int read_policy(gt_db *db, int64_t run_id, policy *p, gt_err *err)
     return 0;
 }
 
-/* The four parts of a cell id model/quant/backend/driver, in buf. */
-static void split_id(const char *id, char *buf, size_t cap, const char *parts[4])
+/* The parts of a cell id model/quant/backend/driver[/settings], in buf
+ * ("" for a part the id lacks). */
+static void split_id(const char *id, char *buf, size_t cap, const char *parts[5])
 {
     snprintf(buf, cap, "%s", id);
     char *save = NULL, *t = strtok_r(buf, "/", &save);
-    for (int i = 0; i < 4; i++, t = t ? strtok_r(NULL, "/", &save) : NULL)
+    for (int i = 0; i < 5; i++, t = t ? strtok_r(NULL, "/", &save) : NULL)
         parts[i] = t ? t : "";
+}
+
+/* A glob on the whole id; one written for a four-part id also matches
+ * that cell's settings variants (as gt_rule_match does). */
+static bool id_glob(const char *glob, const char *id)
+{
+    if (fnmatch(glob, id, 0) == 0)
+        return true;
+    char four[GT_CELL_ID_MAX];
+    snprintf(four, sizeof four, "%s", id);
+    char *s = four;
+    for (int slashes = 0; *s && slashes < 4; s++)
+        slashes += *s == '/';
+    if (!*s)
+        return false;
+    s[-1] = '\0';
+    return fnmatch(glob, four, 0) == 0;
 }
 
 static bool glob_ok(const cJSON *o, const char *key, const char *value)
 {
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsString(g) && strcmp(key, "cell") == 0)
+        return id_glob(g->valuestring, value);
     return !cJSON_IsString(g) || fnmatch(g->valuestring, value, 0) == 0;
 }
 
@@ -108,7 +128,7 @@ static bool skip_allowed(const policy *p, const char *id, const char *reason)
     if (!reason[n])
         return false; /* no category: nothing allows it */
     char buf[GT_CELL_ID_MAX];
-    const char *parts[4];
+    const char *parts[5];
     split_id(id, buf, sizeof buf, parts);
     const cJSON *e;
     cJSON_ArrayForEach(e, p->skips)
@@ -120,7 +140,7 @@ static bool skip_allowed(const policy *p, const char *id, const char *reason)
         if (cJSON_IsString(e) ||
             (glob_ok(e, "model", parts[0]) && glob_ok(e, "quant", parts[1]) &&
              glob_ok(e, "backend", parts[2]) && glob_ok(e, "driver", parts[3]) &&
-             glob_ok(e, "cell", id)))
+             glob_ok(e, "settings", parts[4]) && glob_ok(e, "cell", id)))
             return true;
     }
     return false;
@@ -132,17 +152,18 @@ static bool skip_allowed(const policy *p, const char *id, const char *reason)
 static bool must_pass(const policy *p, const char *id, char *why, size_t cap)
 {
     char buf[GT_CELL_ID_MAX];
-    const char *parts[4];
+    const char *parts[5];
     split_id(id, buf, sizeof buf, parts);
     const cJSON *r;
     int i = 0;
     cJSON_ArrayForEach(r, p->must)
     {
-        if (cJSON_IsString(r) ? fnmatch(r->valuestring, id, 0) == 0
+        if (cJSON_IsString(r) ? id_glob(r->valuestring, id)
                               : cJSON_IsObject(r) && glob_ok(r, "model", parts[0]) &&
                                     glob_ok(r, "quant", parts[1]) &&
                                     glob_ok(r, "backend", parts[2]) &&
-                                    glob_ok(r, "driver", parts[3]) && glob_ok(r, "cell", id)) {
+                                    glob_ok(r, "driver", parts[3]) &&
+                                    glob_ok(r, "settings", parts[4]) && glob_ok(r, "cell", id)) {
             snprintf(why, cap, "gate.must_pass[%d] matches it: it must pass", i);
             return true;
         }

@@ -273,12 +273,13 @@ size_t gt_session_state_size(const gt_session *s)
     return state_size(s, (uint32_t)s->past[0], (uint32_t)s->swa_base[0]);
 }
 
+/* A state is sequence 0's: companions are filler and keep their own. */
 static int one_sequence(const gt_session *s, gt_err *err)
 {
-    if (s->n_slots == 1)
+    if (s->n_seq == 1)
         return 0;
-    return gt_err_set(err, "session state of %d sequences (%d companions) is not supported: "
-                           "save and restore a one-sequence session", s->n_seq, s->n_comp);
+    return gt_err_set(err, "session state of %d sequences is not supported: save and restore a "
+                           "one-sequence session", s->n_seq);
 }
 
 /* Copies each layer's used K and V rows between the cache and buf. */

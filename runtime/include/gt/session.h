@@ -85,9 +85,9 @@ gt_backend *gt_session_backend(const gt_session *s);
  * in a window layer were already dropped. */
 int gt_session_truncate(gt_session *s, int n_past, gt_err *err);
 
-/* Serialized state: n_past plus the used part of the KV cache, of a
- * one-sequence session (save and load refuse one with several sequences
- * or companions). */
+/* Serialized state: n_past plus the used part of the KV cache, of
+ * sequence 0 of a one-sequence session (companions keep theirs; save and
+ * load refuse a session of several sequences). */
 size_t gt_session_state_size(const gt_session *s);
 int gt_session_state_save(const gt_session *s, void *buf, size_t size, gt_err *err);
 int gt_session_state_load(gt_session *s, const void *buf, size_t size, gt_err *err);
