@@ -48,11 +48,15 @@ jq --arg root "$rel" --argjson backends "$backends" '
    gate: {allowed: ["pass"]}}' "$SRC/matrices/ci.json" > "$W/m.json" ||
   { note "cannot write the matrix"; exit 1; }
 
-# qualify RUN [GT_FAULT GT_FAULT_BACKEND]: its exit code; log in $W/RUN.log.
+# qualify RUN [GT_FAULT GT_FAULT_BACKEND [FOLLOW]]: its exit code; log in
+# $W/RUN.log. FOLLOW: a failed cell runs its sweep (qualify without
+# --no-localize).
 qualify() {
+  local loc=--no-localize
+  [ -n "${4:-}" ] && loc=
   if [ -n "${2:-}" ]; then
     GT_FAULT=$2 GT_FAULT_BACKEND=$3 "$G" qualify "$W/m.json" --db "$W/db.sqlite" \
-      --cache-dir "$W/cache" --run-id "$1" --no-localize -j 2 >"$W/$1.log" 2>&1
+      --cache-dir "$W/cache" --run-id "$1" $loc -j 2 >"$W/$1.log" 2>&1
   else
     env -u GT_FAULT -u GT_FAULT_BACKEND "$G" qualify "$W/m.json" --db "$W/db.sqlite" \
       --cache-dir "$W/cache" --run-id "$1" --no-localize -j 2 >"$W/$1.log" 2>&1
@@ -99,6 +103,22 @@ for be in $(jq -r '.[]' <<<"$backends"); do
     fi
   done
 done
+
+# A failed settings cell runs the sweep by itself (check settings.sweep),
+# which names the setting: seq-bleed on cpu, without --no-localize.
+qualify follow seq-bleed@0 cpu follow; rc=$?
+sweeps=$(sqlite3 "$W/db.sqlite" "SELECT cells.cell_id || ': ' || results.status || ': ' || results.message
+                                 FROM results JOIN cells ON cells.id = results.cell
+                                 JOIN runs ON runs.id = cells.run_id
+                                 WHERE runs.run_key LIKE '%follow' AND results.suite = 'settings'
+                                   AND results.check_name = 'sweep' ORDER BY cells.cell_id;")
+if [ $rc -eq 1 ] && [ "$(grep -c 'fail: diverges when n_parallel' <<<"$sweeps")" = 4 ]; then
+  note "seq-bleed@0 on cpu: each of the 4 failed cells' sweep names n_parallel"
+  sed -n 1p <<<"$sweeps" | sed 's/^/    /'
+else
+  note "seq-bleed@0 on cpu with the sweep: exit $rc; settings.sweep results:"
+  sed 's/^/    /' <<<"${sweeps:-(none)}"; tail -5 "$W/follow.log"; fail=1
+fi
 note "$(( $(date +%s) - start )) s"
 [ $fail = 0 ] && note "each setting fault fails exactly the cells of its setting"
 exit $fail

@@ -455,11 +455,6 @@ out:
     return rc;
 }
 
-/* About 37 tokens on stories260K's and SmolLM2's vocabularies: longer than
- * 7 (so n_batch 7 splits it several times), shorter than 512. */
-#define GT_SWEEP_PROMPT                                                                       \
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the " \
-    "park with her friends. One day, she saw a big red ball"
 
 static int sweep(const gt_sweep_spec *spec, const char *json)
 {

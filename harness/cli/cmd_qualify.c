@@ -199,6 +199,13 @@ static char *make_spec(const gt_matrix *m, const gt_mx_tier *t, const gt_cell *c
         cJSON_AddNumberToObject(o, "n_parallel", c->setting->n_parallel);
     if (c->setting->kv_type)
         cJSON_AddStringToObject(o, "kv_type", c->setting->kv_type);
+    if (c->setting->id[0]) { /* the settings the matrix names (the sweep of a failed cell) */
+        cJSON *set = cJSON_AddObjectToObject(o, "exec");
+        cJSON_AddStringToObject(set, "id", c->setting->id);
+        cJSON_AddNumberToObject(set, "n_batch", c->setting->n_batch);
+        cJSON_AddNumberToObject(set, "n_parallel", c->setting->n_parallel);
+        cJSON_AddNumberToObject(set, "threads", c->setting->threads);
+    }
     cJSON_AddNumberToObject(o, "seed", (double)m->seed);
     cJSON_AddNumberToObject(o, "timeout_s", c->timeout_s);
     cJSON_AddBoolToObject(o, "localize", localize_failures);

@@ -38,6 +38,12 @@ typedef enum gt_sweep_axis {
 } gt_sweep_axis;
 
 #define GT_SW_MAX_VALUES 16
+/* The prompt a sweep runs when none is given: about 37 tokens on
+ * stories260K's and SmolLM2's vocabularies, longer than 7 (so n_batch 7
+ * splits it several times), shorter than 512. */
+#define GT_SWEEP_PROMPT                                                                       \
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the " \
+    "park with her friends. One day, she saw a big red ball"
 /* An n_batch value standing for the prompt's length (resolved once the
  * prompt is tokenized): the largest split that is no split. */
 #define GT_SW_PROMPT_LEN (-1)

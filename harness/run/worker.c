@@ -78,6 +78,7 @@
 
 #include "run.h"
 #include "store.h"
+#include "sweep_cell.h"
 #include "gt/backend.h"
 #include "gt/fault.h"
 #include "gt/gguf.h"
@@ -469,8 +470,27 @@ static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
     gt_backend_close(rb);
 }
 
+/* After a failed settings cell: the setting that breaks its backend
+ * (sweep_cell.h), recorded as check settings.sweep; skipped like the
+ * localizer with less than a quarter of the deadline left. */
+static void sweep_cell(worker *w, gt_suite_ctx *ctx, double t0)
+{
+    const double timeout = nget(w->spec, "timeout_s", 0), left = timeout - (gt_suite_now() - t0);
+    if (timeout > 0 && left < timeout / 4) {
+        char why[160];
+        snprintf(why, sizeof why, "not run: %.0f s of the cell's %.0f s deadline left", left,
+                 timeout);
+        host_result(w, "settings", "sweep", GT_ST_SKIP, why);
+        return;
+    }
+    char msg[1024];
+    const gt_status st = gt_sweep_cell_run(w->spec, ctx, msg, sizeof msg);
+    host_result(w, "settings", "sweep", st, msg);
+}
+
 /* The tier's suites in order (run, or the http variant for an http cell); returns
- * how many ran. A failed accuracy suite is followed by the localizer. */
+ * how many ran. A failed accuracy suite is followed by the localizer, a
+ * failed settings cell by the sweep. */
 static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
 {
     const cJSON *suites = cJSON_GetObjectItemCaseSensitive(w->spec, "suites");
@@ -517,6 +537,8 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
         if (!http && strcmp(su->name, "accuracy") == 0 && ctx->n_failed > failed_before)
             localize_cell(w, ctx, t0);
     }
+    if (!http && gt_sweep_cell_wanted(w->spec, ctx))
+        sweep_cell(w, ctx, t0);
     return ran;
 }
 
