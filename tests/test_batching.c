@@ -30,6 +30,7 @@
 
 #include "gt/backend.h"
 #include "gt/model.h"
+#include "gt/quant.h"
 #include "gt/sampler.h"
 #include "gt/session.h"
 #include "gt/synth.h"
@@ -205,6 +206,68 @@ START_TEST(opencl_within_tolerance)
 }
 END_TEST
 
+/* The cpu backend's decode of several sequences (MUL_MAT of 2..15 rows,
+ * under the BLAS threshold) gives each row the same bytes as a MUL_MAT of
+ * that row alone, for Q8_0 (four rows share each weight read: fdot4) and
+ * F32 weights. */
+static void rows_alone(gt_type type)
+{
+    enum { K = 256, N_OUT = 96, ROWS = 7 };
+    gt_backend *b = open_be("cpu", 2, 0, 0);
+    const gt_backend_iface *bi = b->iface;
+    const size_t wrow = gt_row_size(type, K);
+    float *wf = malloc(sizeof(float) * K * N_OUT), *x = malloc(sizeof(float) * K * ROWS);
+    char *wq = malloc(wrow * N_OUT);
+    float *all = malloc(sizeof(float) * N_OUT * ROWS), *one = malloc(sizeof(float) * N_OUT);
+    ck_assert(wf && x && wq && all && one);
+    for (int i = 0; i < K * N_OUT; i++)
+        wf[i] = (float)sin(i * 0.37) * 0.5f;
+    for (int i = 0; i < K * ROWS; i++)
+        x[i] = (float)cos(i * 0.11);
+    for (int r = 0; r < N_OUT; r++)
+        gt_quantize_row(type, wf + (size_t)r * K, wq + (size_t)r * wrow, K);
+    gt_err err = {{0}};
+    gt_buffer *bw = NULL, *bx = NULL, *bo = NULL;
+    ck_assert_msg(bi->buffer_from_host(b, wq, wrow * N_OUT, &bw, &err) == 0 &&
+                      bi->buffer_alloc(b, sizeof(float) * K * ROWS, &bx, &err) == 0 &&
+                      bi->buffer_alloc(b, sizeof(float) * N_OUT * ROWS, &bo, &err) == 0 &&
+                      bi->upload(bx, 0, x, sizeof(float) * K * ROWS, &err) == 0,
+                  "%s", err.msg);
+    gt_tensor w = {.name = "w", .type = type, .ne = {K, N_OUT}, .buf = bw};
+    for (int rows = ROWS; rows >= 1; rows = rows == ROWS ? 1 : 0) {
+        for (int at = 0; at + rows <= ROWS; at += rows) {
+            gt_tensor xt = {.name = "x", .type = GT_TYPE_F32, .ne = {K, rows}, .buf = bx,
+                            .offset = sizeof(float) * K * (size_t)at};
+            gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {N_OUT, rows}, .buf = bo,
+                           .op = GT_OP_MUL_MAT, .src = {&w, &xt}};
+            gt_tensor *node = &t;
+            const gt_graph g = {&node, 1};
+            ck_assert_msg(bi->compute(b, &g, &err) == 0, "%s", err.msg);
+            float *dst = rows == ROWS ? all : one;
+            ck_assert(bi->download(bo, 0, dst, sizeof(float) * N_OUT * (size_t)rows, &err) == 0);
+            if (rows == 1)
+                ck_assert_msg(memcmp(one, all + (size_t)at * N_OUT, sizeof(float) * N_OUT) == 0,
+                              "%s: row %d of %d differs from the row alone", gt_type_name(type),
+                              at, ROWS);
+            if (rows == ROWS)
+                break;
+        }
+    }
+    bi->buffer_free(bw);
+    bi->buffer_free(bx);
+    bi->buffer_free(bo);
+    free(wf), free(x), free(wq), free(all), free(one);
+    gt_backend_close(b);
+}
+
+START_TEST(cpu_rows_alone)
+{
+    rows_alone(GT_TYPE_Q8_0);
+    rows_alone(GT_TYPE_F32);
+    rows_alone(GT_TYPE_Q4_1);
+}
+END_TEST
+
 /* A setting fault on backend: clean under the setting `ok`, wrong under
  * `bad` (threads, n_batch, n_parallel), against the reference. */
 static void check_fault(const char *fault, const char *backend, const int ok[3], const int bad[3])
@@ -306,6 +369,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, reference_bit_identical);
     tcase_add_test(tc, cpu_within_tolerance);
+    tcase_add_test(tc, cpu_rows_alone);
     gt_test_add_if(tc, opencl_within_tolerance, opencl_ok, opencl_why);
     tcase_add_loop_test(tc, fault_batch_split, 0, 2);
     tcase_add_loop_test(tc, fault_seq_bleed, 0, 2);

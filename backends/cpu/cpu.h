@@ -58,6 +58,11 @@ typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, 
  * the quantized types dequantized in registers (n a multiple of the
  * type's block: 32, or 256 for the K-quants). */
 typedef float (*gt_cpu_fdot_fn)(const void *w, const float *x, int64_t n);
+/* fdot of one weight row with 4 F32 rows at once (out[j] = fdot(w, x[j],
+ * n), the same bytes: the same operations per row in the same order, the
+ * weights widened once instead of four times). Decode of several sequences
+ * (gt_session_eval_seqs) reads each weight once for all of them. */
+typedef void (*gt_cpu_fdot4_fn)(const void *w, const float *const x[4], int64_t n, float out[4]);
 typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
 typedef struct gt_cpu_kernels {
@@ -65,6 +70,7 @@ typedef struct gt_cpu_kernels {
     gt_cpu_quant_fn quantize_act;
     gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 (others NULL) */
     gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* every weight type */
+    gt_cpu_fdot4_fn fdot4[GT_TYPE_COUNT];     /* where written (avx512 Q8_0), else NULL */
     gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* every weight type; bit-exact */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy)(float a, const float *x, float *y, int64_t n);    /* y += a*x */

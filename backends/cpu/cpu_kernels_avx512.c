@@ -87,6 +87,37 @@ static T_512 float fdot_q8_0(const void *w, const float *x, int64_t n)
     return hsum16(_mm512_add_ps(acc0, acc1));
 }
 
+/* fdot_q8_0 on 4 rows: each row's operations exactly as there (so the
+ * same bytes), each block's weights widened once for all four. */
+static T_512 void fdot4_q8_0(const void *w, const float *const x[4], int64_t n, float out[4])
+{
+    const gt_block_q8_0 *b = w;
+    const int64_t nb = n / GT_QK8_0;
+    float c[FD_CHUNK];
+    __m512 acc0[4], acc1[4];
+    for (int r = 0; r < 4; r++)
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
+        const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
+        vnni_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, c);
+        for (int64_t j = 0; j < m; j++) {
+            const int8_t *q = b[b0 + j].qs;
+            const __m512 w0 = i8x16(q), w1 = i8x16(q + 16), cj = _mm512_set1_ps(c[j]);
+            const int64_t at = (b0 + j) * GT_QK8_0;
+            for (int r = 0; r < 4; r++) {
+                __m512 p = _mm512_mul_ps(w0, _mm512_loadu_ps(x[r] + at));
+                p = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[r] + at + 16), p);
+                if (j & 1)
+                    acc1[r] = _mm512_fmadd_ps(cj, p, acc1[r]);
+                else
+                    acc0[r] = _mm512_fmadd_ps(cj, p, acc0[r]);
+            }
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        out[r] = hsum16(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
 /* One Q4 block: the block's 16 possible weights fma(q, d, m), q = 0..15,
  * are made once (one FMA on the table); vpermps then looks up each
  * element's weight directly. Elements 0..15 go into *lo, 16..31 into *hi. */
@@ -471,6 +502,7 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
     k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
+    k->fdot4[GT_TYPE_Q8_0] = fdot4_q8_0;
     k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
     k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
     k->fdot[GT_TYPE_Q5_0] = fdot_q5_0;

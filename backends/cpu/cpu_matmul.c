@@ -141,6 +141,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     float *out = gt_cpu_f32(t);
     const gt_cpu_qdot_fn qdot = act_qdot(c, w->type);
     const gt_cpu_fdot_fn fdot = c->k.fdot[w->type];
+    const gt_cpu_fdot4_fn fdot4 = c->k.fdot4[w->type];
     const int64_t nb = k / GT_CPU_QK;
 
     /* Layout of the shared quantized activations: all q rows, then d, then s. */
@@ -174,6 +175,18 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
                             prefetch_row(wbase + (size_t)r * wrow + PREFETCH_BYTES, wrow);
                         o[r] = qdot(wbase + (size_t)r * wrow, q, d, s, nb);
                     }
+                } else if (fdot4 && i + 4 <= n_tok) { /* four rows per weight read */
+                    const float *const x4[4] = {xa + i * k, xa + (i + 1) * k, xa + (i + 2) * k,
+                                                xa + (i + 3) * k};
+                    float v[4];
+                    for (int64_t r = r0; r < r1; r++) {
+                        if (i == 0)
+                            prefetch_row(wbase + (size_t)r * wrow + PREFETCH_BYTES, wrow);
+                        fdot4(wbase + (size_t)r * wrow, x4, k, v);
+                        for (int j = 0; j < 4; j++)
+                            o[j * n_out + r] = v[j];
+                    }
+                    i += 3;
                 } else {
                     const float *xi = xa + i * k;
                     for (int64_t r = r0; r < r1; r++) {
