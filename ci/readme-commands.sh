@@ -56,6 +56,9 @@ entry './build/gauntlet qualify matrices/quickstart.json --db results.sqlite --h
 entry 'bash ci/test.sh' skip \
   "builds build/ and runs the whole CTest suite, this test included (about 10 minutes on 2 cores); CI runs it in step fresh-clone of .ci/run"
 entry 'gauntlet plan matrices/ci.json' run
+entry 'gauntlet plan --no-probe matrices/settings.json' run
+entry 'gauntlet qualify matrices/settings.json --db settings.sqlite -j 2' skip \
+  "the nightly settings grid: 72 cells of SmolLM2 and Gemma 3, 1.5 to 3.5 hours on 2 cores; CI runs its 8-cell block in ci.json and ci/settings-faults.sh (CTest settings_faults)"
 entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
   "takes ~15 minutes on 2 cores (60 cells, SmolLM2 and Gemma 3 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
 entry 'gauntlet qualify matrices/serve.json --db serve.sqlite --html serve.html' run \
