@@ -96,7 +96,7 @@ static void bounded_equals_full(const char *backend)
     ck_assert_uint_eq(gt_session_kv_bytes(full), per_pos * hp->n_layer * N_CTX);
     ck_assert_uint_eq(gt_session_kv_bytes(bounded),
                       per_pos * (15ull * (512 - 1 + N_BATCH) + 3ull * N_CTX));
-    ck_assert_uint_eq(gt_kv_cache_bytes(hp, N_CTX, N_BATCH, false), gt_session_kv_bytes(bounded));
+    ck_assert_uint_eq(gt_kv_cache_bytes(hp, N_CTX, N_BATCH, false, GT_TYPE_F32), gt_session_kv_bytes(bounded));
 
     float *want = run(full), *got = run(bounded);
     const size_t bytes = sizeof(float) * (size_t)hp->n_vocab * (1 + N_DECODE);

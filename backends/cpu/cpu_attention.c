@@ -1,5 +1,5 @@
 /* cpu_attention.c: causal multi-head attention with grouped KV heads over
- * the F32 KV cache.
+ * the KV cache, F32 or F16 (kv_type f16).
  *
  * Decode (few query rows): one task per (query row, head); scores are SIMD
  * dot products with each cached key, softmax subtracts the row maximum
@@ -18,7 +18,12 @@
  * A window w (iparams[4], Gemma's local layers) limits row p to the keys
  * max(0, p-w+1)..p: the decode loop starts there, and a prefill block's
  * sgemms span only the keys some row of the block can see, each row's
- * scores before its own first key zeroed like those past its position. */
+ * scores before its own first key zeroed like those past its position.
+ *
+ * An F16 cache is read through the exact F16 kernels: decode scores with
+ * fdot[F16], each value row's head slice widened (dequant[F16], exact)
+ * before its axpy; a prefill block widens the head's K and V slices of its
+ * keys into the thread's scratch (contiguous, ld = head_dim) for the sgemms. */
 #include "cpu.h"
 
 #include <math.h>
@@ -34,7 +39,10 @@ static bool use_blas(const gt_cpu_ctx *c, const gt_tensor *t)
 void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *thread_floats)
 {
     const size_t n_keys = (size_t)t->iparams[3] + (size_t)t->src[0]->ne[1];
-    *thread_floats = use_blas(c, t) ? QB * n_keys : n_keys;
+    const size_t hd = (size_t)t->iparams[2];
+    const bool f16 = t->src[1]->type == GT_TYPE_F16;
+    *thread_floats = use_blas(c, t) ? QB * n_keys + (f16 ? 2 * n_keys * hd : 0)
+                                    : n_keys + (f16 ? hd : 0);
 }
 
 static float row_max(const float *x, int64_t n)
@@ -54,8 +62,11 @@ static void attention_rows(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
     const int64_t q_dim = (int64_t)n_head * hd, kv_dim = (int64_t)n_kv * hd;
     const int group = n_head / n_kv;
     const float *qa = gt_cpu_f32(q), *ka = gt_cpu_f32(kc), *va = gt_cpu_f32(vc);
+    const uint16_t *k16 = gt_tensor_host(kc), *v16 = gt_tensor_host(vc);
+    const bool f16 = kc->type == GT_TYPE_F16;
     float *out = gt_cpu_f32(t);
     float *score = c->tscratch[ith];
+    float *vrow = score + pos0 + q->ne[1]; /* (hd) an F16 value slice widened */
     const int64_t n_tasks = q->ne[1] * n_head;
     int64_t mine = ith;
     for (int64_t task = mine;; task = mine) {
@@ -70,12 +81,20 @@ static void attention_rows(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
         const float *qh = qa + i * q_dim + (int64_t)h * hd;
         const int64_t kv_off = (int64_t)(h / group) * hd;
         for (int64_t p = first; p < n_seen; p++)
-            score[p - first] = c->k.dot_f32(qh, ka + p * kv_dim + kv_off, hd) * scale;
+            score[p - first] = (f16 ? c->k.fdot[GT_TYPE_F16](k16 + p * kv_dim + kv_off, qh, hd)
+                                    : c->k.dot_f32(qh, ka + p * kv_dim + kv_off, hd)) *
+                               scale;
         const float sum = c->k.exp_sub_sum(score, n_keys, row_max(score, n_keys));
         float *o = out + i * q_dim + (int64_t)h * hd;
         memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int64_t p = first; p < n_seen; p++)
-            c->k.axpy(score[p - first], va + p * kv_dim + kv_off, o, hd);
+        for (int64_t p = first; p < n_seen; p++) {
+            const float *v = va + p * kv_dim + kv_off;
+            if (f16) {
+                c->k.dequant[GT_TYPE_F16](v16 + p * kv_dim + kv_off, vrow, hd);
+                v = vrow;
+            }
+            c->k.axpy(score[p - first], v, o, hd);
+        }
         c->k.scale(o, 1.0f / sum, o, hd);
     }
 }
@@ -89,8 +108,12 @@ static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
     const int q_dim = n_head * hd, kv_dim = n_kv * hd;
     const int group = n_head / n_kv;
     const float *qa = gt_cpu_f32(q), *ka = gt_cpu_f32(kc), *va = gt_cpu_f32(vc);
+    const uint16_t *k16 = gt_tensor_host(kc), *v16 = gt_tensor_host(vc);
+    const bool f16 = kc->type == GT_TYPE_F16;
     float *out = gt_cpu_f32(t);
     float *S = c->tscratch[ith];
+    /* F16: the head's keys and values widened, (n_keys, hd) each */
+    float *kw = S + (size_t)QB * (size_t)(pos0 + n_tok), *vw = kw + (size_t)(pos0 + n_tok) * hd;
     const int64_t n_qb = (n_tok + QB - 1) / QB;
     const int64_t n_tasks = n_qb * n_head;
     int64_t mine = ith;
@@ -106,9 +129,17 @@ static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
         const int64_t k0 = window > 0 && first0 > 0 ? first0 : 0;
         const int nk = (int)(k1 - k0), rows = (int)(i1 - i0);
         const int64_t kv_off = (int64_t)(h / group) * hd;
+        const float *kh = ka + k0 * kv_dim + kv_off, *vh = va + k0 * kv_dim + kv_off;
+        int ld = kv_dim;
+        if (f16) {
+            for (int p = 0; p < nk; p++) {
+                c->k.dequant[GT_TYPE_F16](k16 + (k0 + p) * kv_dim + kv_off, kw + (size_t)p * hd, hd);
+                c->k.dequant[GT_TYPE_F16](v16 + (k0 + p) * kv_dim + kv_off, vw + (size_t)p * hd, hd);
+            }
+            kh = kw, vh = vw, ld = hd;
+        }
         c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_TRANS, rows, nk, hd, t->fparams[0],
-                      qa + i0 * q_dim + (int64_t)h * hd, q_dim, ka + k0 * kv_dim + kv_off, kv_dim,
-                      0.0f, S, nk);
+                      qa + i0 * q_dim + (int64_t)h * hd, q_dim, kh, ld, 0.0f, S, nk);
         for (int r = 0; r < rows; r++) {
             float *sr = S + (int64_t)r * nk;
             const int64_t n_seen = pos0 + i0 + r + 1;
@@ -120,8 +151,7 @@ static void attention_blas(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
             memset(sr + b, 0, sizeof(float) * (size_t)(nk - b));
         }
         c->blas.sgemm(GT_CPU_ROW_MAJOR, GT_CPU_NO_TRANS, GT_CPU_NO_TRANS, rows, hd, nk, 1.0f, S, nk,
-                      va + k0 * kv_dim + kv_off, kv_dim, 0.0f, out + i0 * q_dim + (int64_t)h * hd,
-                      q_dim);
+                      vh, ld, 0.0f, out + i0 * q_dim + (int64_t)h * hd, q_dim);
     }
 }
 

@@ -206,6 +206,9 @@ static bool cpu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
     }
     if (type == GT_TYPE_F32)
         return true;
+    /* F16 K/V caches (kv_type f16). */
+    if (type == GT_TYPE_F16 && (op == GT_OP_KV_STORE || op == GT_OP_ATTENTION))
+        return true;
     if (why && why_len)
         snprintf(why, why_len, "%s works on f32 tensors only, not %s", gt_op_name(op),
                  gt_type_name(type));
@@ -271,7 +274,9 @@ static int validate_node(const gt_tensor *t, gt_err *err)
     const char *roles[3] = {"src0", "src1", "src2"};
     if (check_tensor(t, "output", err))
         return -1;
-    if (t->op == GT_OP_TOPK ? t->type != GT_TYPE_I32 : want_f32(t, "output", err) != 0)
+    if (t->op == GT_OP_KV_STORE && t->type == GT_TYPE_F16 && b && b->type == GT_TYPE_F16) {
+        /* the rows written of an F16 cache: checked below */
+    } else if (t->op == GT_OP_TOPK ? t->type != GT_TYPE_I32 : want_f32(t, "output", err) != 0)
         return t->op == GT_OP_TOPK ? gt_err_set(err, "output '%s' must be i32", t->name) : -1;
     for (int i = 0; i < n_src; i++)
         if (check_tensor(t->src[i], roles[i], err))
@@ -350,7 +355,7 @@ static int validate_node(const gt_tensor *t, gt_err *err)
         return 0;
     }
     case GT_OP_KV_STORE:
-        if (want_f32(a, "src0", err) || want_f32(b, "cache", err))
+        if (want_f32(a, "src0", err) || (b->type != GT_TYPE_F16 && want_f32(b, "cache", err)))
             return -1;
         if (a->ne[0] != b->ne[0] || t->iparams[0] < 0 || t->iparams[0] + a->ne[1] > b->ne[1])
             return gt_err_set(err, "%lld rows of %lld at pos0=%d do not fit cache [%lld, %lld]",
@@ -361,8 +366,11 @@ static int validate_node(const gt_tensor *t, gt_err *err)
         return 0;
     case GT_OP_ATTENTION: {
         const int nh = t->iparams[0], nkv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
-        if (want_f32(a, "q", err) || want_f32(b, "k cache", err) || want_f32(c, "v cache", err) ||
-            same_shape(t, a, err))
+        if (b->type == GT_TYPE_F16 && c->type == GT_TYPE_F16) {
+            if (want_f32(a, "q", err) || same_shape(t, a, err))
+                return -1;
+        } else if (want_f32(a, "q", err) || want_f32(b, "k cache", err) ||
+                   want_f32(c, "v cache", err) || same_shape(t, a, err))
             return -1;
         if (nh <= 0 || nkv <= 0 || hd <= 0 || nh % nkv || pos0 < 0 || t->iparams[4] < 0 ||
             a->ne[0] != (int64_t)nh * hd || b->ne[0] != (int64_t)nkv * hd || c->ne[0] != b->ne[0] ||

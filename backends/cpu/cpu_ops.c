@@ -123,10 +123,16 @@ void gt_cpu_kv_store(gt_cpu_ctx *c, const gt_tensor *t, int ith, int nth)
     (void)c;
     const gt_tensor *a = t->src[0], *cache = t->src[1];
     const int64_t n = a->ne[0];
-    float *dst = gt_cpu_f32(cache) + (int64_t)t->iparams[0] * cache->ne[0];
     const float *src = gt_cpu_f32(a);
     int64_t i0, i1;
     gt_cpu_split(a->ne[1], ith, nth, &i0, &i1);
+    if (cache->type == GT_TYPE_F16) { /* round to nearest even, as the reference */
+        uint16_t *d16 = (uint16_t *)gt_tensor_host(cache) + (int64_t)t->iparams[0] * cache->ne[0];
+        for (int64_t i = i0 * n; i < i1 * n; i++)
+            d16[i] = gt_f32_to_f16(src[i]);
+        return;
+    }
+    float *dst = gt_cpu_f32(cache) + (int64_t)t->iparams[0] * cache->ne[0];
     if (i1 > i0)
         memmove(dst + i0 * n, src + i0 * n, sizeof(float) * (size_t)((i1 - i0) * n));
 }

@@ -256,11 +256,20 @@ static void rows_scale(gt_tensor *t, int64_t i0, int64_t i1)
 }
 
 /* cache[pos0 + i, :] = a[i, :] */
+/* An F16 cache holds gt_f32_to_f16 of each value (round to nearest even). */
 static void op_kv_store(gt_tensor *t)
 {
     const gt_tensor *a = t->src[0], *cache = t->src[1];
+    const int64_t n = a->ne[0] * a->ne[1];
+    if (cache->type == GT_TYPE_F16) {
+        uint16_t *dst = (uint16_t *)gt_tensor_host(cache) + (int64_t)t->iparams[0] * cache->ne[0];
+        const float *src = f32(a);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = gt_f32_to_f16(src[i]);
+        return;
+    }
     float *dst = f32(cache) + (int64_t)t->iparams[0] * cache->ne[0];
-    memcpy(dst, f32(a), sizeof(float) * (size_t)(a->ne[0] * a->ne[1]));
+    memcpy(dst, f32(a), sizeof(float) * (size_t)n);
 }
 
 typedef void (*rows_fn)(gt_tensor *t, int64_t i0, int64_t i1);
@@ -415,6 +424,7 @@ typedef struct att_job {
     int b_lo, n_blocks; /* key blocks packed: b_lo .. b_lo + n_blocks - 1 */
     double *kt;         /* (n_kv, n_blocks, hd, ATT_KEYS) the packed keys */
     double scale;
+    const float *kc, *vc; /* the caches as F32 (an F16 cache widened first) */
 } att_job;
 
 /* The first cache row that row i sees. */
@@ -430,7 +440,7 @@ static void att_pack_task(void *arg, int64_t it0, int64_t it1, int thread)
 {
     (void)thread;
     const att_job *a = arg;
-    const float *kc = f32(a->t->src[1]);
+    const float *kc = a->kc;
     const int n_rows = a->pos0 + (int)a->t->src[0]->ne[1];
     for (int64_t it = it0; it < it1; it++) {
         const int g = (int)(it / a->n_blocks), blk = (int)(it % a->n_blocks);
@@ -514,7 +524,7 @@ static void att_rows_task(void *arg, int64_t it0, int64_t it1, int thread)
             score[p] = exp(score[p] - max);
             denom += score[p];
         }
-        att_values(score, f32(t->src[2]) + (int64_t)g * a->hd, a->kv_dim, a->hd, first, n_seen,
+        att_values(score, a->vc + (int64_t)g * a->hd, a->kv_dim, a->hd, first, n_seen,
                    denom, f32(t) + i * a->q_dim + (int64_t)h * a->hd);
     }
 }
@@ -539,9 +549,27 @@ static int op_attention(ref_ctx *c, gt_tensor *t, gt_err *err)
     if (reserve_scratch(c, packed, (size_t)n_rows, err) != 0)
         return gt_err_wrap(err, "ATTENTION");
     a.kt = c->shared;
+    /* F16 caches: rows 0..n_rows-1 widened exactly (gt_f16_to_f32), then
+     * the same definition as F32 caches. */
+    float *wide = NULL;
+    a.kc = f32(t->src[1]);
+    a.vc = f32(t->src[2]);
+    if (t->src[1]->type == GT_TYPE_F16) {
+        const size_t n = (size_t)n_rows * a.kv_dim;
+        if (!(wide = malloc(2 * n * sizeof *wide)))
+            return gt_err_set(err, "ATTENTION: out of memory widening the F16 cache");
+        const uint16_t *k16 = gt_tensor_host(t->src[1]), *v16 = gt_tensor_host(t->src[2]);
+        for (size_t i = 0; i < n; i++) {
+            wide[i] = gt_f16_to_f32(k16[i]);
+            wide[n + i] = gt_f16_to_f32(v16[i]);
+        }
+        a.kc = wide;
+        a.vc = wide + n;
+    }
     const int64_t per_block = (int64_t)a.hd * ATT_KEYS;
     ref_pool_for(c->pool, (int64_t)a.n_kv * a.n_blocks, 1 + 16384 / per_block, att_pack_task, &a);
     ref_pool_for(c->pool, n_tok * a.n_head, 1, att_rows_task, &a);
+    free(wide);
     return 0;
 }
 
@@ -590,6 +618,9 @@ static bool ref_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_
      * the definition of the format, so the oracle uses nothing else). */
     if (op == GT_OP_MUL_MAT || op == GT_OP_GET_ROWS || op == GT_OP_MUL_MAT_ID)
         return gt_type_info(type) && type != GT_TYPE_I32;
+    /* F16 K/V caches (kv_type f16): written by KV_STORE, read by ATTENTION. */
+    if ((op == GT_OP_KV_STORE || op == GT_OP_ATTENTION) && type == GT_TYPE_F16)
+        return true;
     return op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32;
 }
 

@@ -394,7 +394,7 @@ static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
     const gt_hparams *hp = &mf->hp;
     const int ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
     const double mib = 1048576.0;
-    const double at_ctx = gt_kv_cache_bytes(hp, ctx, 0, false) / mib;
+    const double at_ctx = gt_kv_cache_bytes(hp, ctx, 0, false, GT_TYPE_F32) / mib;
     printf("kv cache (f32): %.1f MiB in this run; %.1f MiB at the trained context of %d", run_bytes / mib,
            at_ctx, ctx);
     if (hp->swa_window > 0) {
@@ -406,7 +406,7 @@ static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
                " and %d global layers all %d (%.1f MiB if every layer held all)",
                n_local, gt_kv_window_rows(hp, ctx, 0, false), hp->swa_window, batch,
                hp->n_layer - n_local, ctx,
-               gt_kv_cache_bytes(hp, ctx, 0, true) / mib);
+               gt_kv_cache_bytes(hp, ctx, 0, true, GT_TYPE_F32) / mib);
     }
     printf("\n");
 }

@@ -171,7 +171,8 @@ int gt_backend_open(const char *name, const gt_backend_config *cfg, gt_backend *
                           cfg->n_batch, cfg->n_parallel);
     if (e->reg->init(cfg, out, err) != 0)
         return gt_err_wrap(err, "backend %s", name);
-    (*out)->exec = (gt_exec_settings){cfg->n_threads, cfg->n_batch, cfg->n_parallel};
+    (*out)->exec = (gt_exec_settings){cfg->n_threads, cfg->n_batch, cfg->n_parallel,
+                                      cfg->kv_type};
     return 0;
 }
 

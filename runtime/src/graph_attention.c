@@ -59,10 +59,10 @@ gt_tensor *gt_graph_attend(gt_session *s, int l, gt_tensor *q, gt_tensor *k, gt_
         const int row0 = run->pos0 - kv_base(s, l, run->slot);
         gt_tensor *kc = kv_cache(s, l, 0, run->slot), *vc = kv_cache(s, l, 1, run->slot);
         if (kv_stores(s, run->n, run->pos0)) {
-            gt_tensor *ks = new_tensor(s, "k_store", GT_TYPE_F32, KV, run->n, s->kv,
-                                       kc->offset + (size_t)row0 * KV * sizeof(float));
-            gt_tensor *vs = new_tensor(s, "v_store", GT_TYPE_F32, KV, run->n, s->kv,
-                                       vc->offset + (size_t)row0 * KV * sizeof(float));
+            gt_tensor *ks = new_tensor(s, "k_store", s->kv_type, KV, run->n, s->kv,
+                                       kc->offset + (size_t)row0 * s->kv_row);
+            gt_tensor *vs = new_tensor(s, "v_store", s->kv_type, KV, run->n, s->kv,
+                                       vc->offset + (size_t)row0 * s->kv_row);
             node(s, GT_OP_KV_STORE, ks, kr, kc, NULL)->iparams[0] = row0;
             node(s, GT_OP_KV_STORE, vs, rows_of(s, v, run->row0, run->n, "v"), vc, NULL)->iparams[0] =
                 row0;

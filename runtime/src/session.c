@@ -3,7 +3,7 @@
  * Buffers, all owned by the backend:
  *   weights  one per GGUF shard, made from the mmapped data section
  *            (zero-copy on host backends, one upload on devices)
- *   kv       K and V of every layer, f32: (2, n_ctx, kv_dim) per global
+ *   kv       K and V of every layer, f32 or f16 rows (kv_type): (2, n_ctx, kv_dim) per global
  *            layer, (2, window - 1 + n_batch, kv_dim) per sliding-window
  *            layer (session_internal.h: which positions it holds)
  *   scratch  activations for one batch, reused by every layer (the graph
@@ -44,13 +44,15 @@ int gt_kv_window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_ful
     return bounded ? hp->swa_window - 1 + n_batch : n_ctx;
 }
 
-uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full)
+uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full,
+                           gt_type kv_type)
 {
     const int w = gt_kv_window_rows(hp, n_ctx, n_batch, swa_full);
     uint64_t rows = 0;
     for (int l = 0; l < hp->n_layer; l++)
         rows += (uint64_t)(gt_hparams_layer_local(hp, l) ? w : n_ctx);
-    return 2 * rows * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * sizeof(float);
+    const gt_type t = kv_type == GT_TYPE_F16 ? GT_TYPE_F16 : GT_TYPE_F32;
+    return 2 * rows * (uint64_t)gt_row_size(t, (int64_t)hp->n_head_kv * hp->head_dim);
 }
 
 int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
@@ -77,6 +79,12 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         goto fail;
     }
     s->kv_dim = hp->n_head_kv * hp->head_dim;
+    s->kv_type = p && p->kv_type ? p->kv_type : b->exec.kv_type ? b->exec.kv_type : GT_TYPE_F32;
+    if (s->kv_type != GT_TYPE_F32 && s->kv_type != GT_TYPE_F16) {
+        gt_err_set(err, "kv_type %s: the K/V cache is f32 or f16", gt_type_name(s->kv_type));
+        goto fail;
+    }
+    s->kv_row = gt_row_size(s->kv_type, s->kv_dim);
     if (gt_fault_session_check(b->info.backend, hp->n_vocab, err) != 0)
         goto fail;
     s->fault = gt_fault_get(b->info.backend);
@@ -113,6 +121,14 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
             goto fail;
         }
     }
+    /* An F16 cache is written by KV_STORE and read by ATTENTION. */
+    for (gt_op op = GT_OP_KV_STORE; s->kv_type == GT_TYPE_F16 && op <= GT_OP_ATTENTION; op++) {
+        if (!gt_backend_supports(b, op, GT_TYPE_F16, why, sizeof why)) {
+            gt_err_set(err, "backend %s does not support kv_type f16 (%s on an F16 cache)%s%s",
+                       b->info.backend, gt_op_name(op), why[0] ? ": " : "", why);
+            goto fail;
+        }
+    }
 
     s->n_wbuf = gt_gguf_n_shards(m->gguf);
     s->wbuf = calloc((size_t)s->n_wbuf, sizeof *s->wbuf);
@@ -137,7 +153,7 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
     size_t kv_size = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         s->kv_off[l] = kv_size;
-        kv_size += (size_t)2 * s->n_slots * kv_rows(s, l) * s->kv_dim * sizeof(float);
+        kv_size += (size_t)2 * s->n_slots * kv_rows(s, l) * s->kv_row;
     }
     if (alloc(s, kv_size, &s->kv, "the KV cache", err) != 0)
         goto fail;
@@ -264,7 +280,7 @@ static size_t state_size(const gt_session *s, uint32_t n_past, uint32_t swa_base
 {
     size_t n = sizeof(state_header);
     for (int l = 0; l < s->model->hp.n_layer; l++)
-        n += 2 * state_rows(s, l, n_past, swa_base) * s->kv_dim * sizeof(float);
+        n += 2 * state_rows(s, l, n_past, swa_base) * s->kv_row;
     return n;
 }
 
@@ -286,7 +302,7 @@ static int one_sequence(const gt_session *s, gt_err *err)
 static int state_copy(const gt_session *s, char *buf, uint32_t n_past, uint32_t swa_base,
                       bool save, gt_err *err)
 {
-    const size_t row = (size_t)s->kv_dim * sizeof(float);
+    const size_t row = s->kv_row;
     char *p = buf + sizeof(state_header);
     for (int l = 0; l < s->model->hp.n_layer; l++) {
         const size_t used = state_rows(s, l, n_past, swa_base) * row;

@@ -50,7 +50,7 @@ static int swa_make_room(gt_session *s, int slot, int pos, int nb, gt_err *err)
     if (s->swa_rows == s->n_ctx || rel + nb <= s->swa_rows)
         return 0;
     const int keep = rel < hp->swa_window - 1 ? rel : hp->swa_window - 1;
-    const size_t row = (size_t)s->kv_dim * sizeof(float);
+    const size_t row = s->kv_row;
     const size_t bytes = (size_t)keep * row;
     char *tmp = malloc(bytes ? bytes : 1);
     if (!tmp)

@@ -49,6 +49,8 @@ struct gt_session {
     gt_backend *be;
     int n_ctx, n_batch;
     int kv_dim;
+    gt_type kv_type;        /* F32 or F16 cache rows */
+    size_t kv_row;          /* bytes of one cache row: gt_row_size(kv_type, kv_dim) */
 
     /* Sequences: slots 0..n_seq-1 are the caller's, n_seq..n_slots-1 the
      * companions (session.h); past[slot] positions each. */
@@ -177,13 +179,13 @@ static inline int kv_base(const gt_session *s, int layer, int slot)
 /* Byte offset of a slot's K (which 0) or V (1) rows of a layer. */
 static inline size_t kv_at(const gt_session *s, int layer, int which, int slot)
 {
-    const size_t per = (size_t)kv_rows(s, layer) * s->kv_dim * sizeof(float);
+    const size_t per = (size_t)kv_rows(s, layer) * s->kv_row;
     return s->kv_off[layer] + ((size_t)which * s->n_slots + (size_t)slot) * per;
 }
 
 static inline gt_tensor *kv_cache(gt_session *s, int layer, int which /* 0 K, 1 V */, int slot)
 {
-    return new_tensor(s, which ? "cache_v" : "cache_k", GT_TYPE_F32, s->kv_dim,
+    return new_tensor(s, which ? "cache_v" : "cache_k", s->kv_type, s->kv_dim,
                       kv_rows(s, layer), s->kv, kv_at(s, layer, which, slot));
 }
 

@@ -33,11 +33,16 @@
  *             (llama.cpp's ggml_rope_ext without YaRN: ext_factor 0);
  *             dims past rope_dim pass through unscaled.
  *   KV_STORE  copy a (F32 [n_tok rows of kv_dim]) into rows pos0.. of the
- *             cache tensor b (F32 [n_ctx rows of kv_dim]); iparams[0]=pos0.
- *             t is a view of b (the rows written); nothing else is produced.
+ *             cache tensor b (F32 or F16 [n_ctx rows of kv_dim]; F16 rounds
+ *             to nearest even as gt_f32_to_f16); iparams[0]=pos0.
+ *             t is a view of b (the rows written, b's type); nothing else
+ *             is produced. supports(KV_STORE, F16) says whether F16 caches
+ *             can be written (a session with kv_type F16 checks it).
  *   ATTENTION causal multi-head attention with GQA:
  *             a = q F32 [n_tok rows of n_head*head_dim], b = K cache,
- *             c = V cache (F32 [n_ctx rows of n_kv*head_dim]);
+ *             c = V cache (F32 [n_ctx rows of n_kv*head_dim]; b and c
+ *             may be F16, both the same type, read as gt_f16_to_f32 and
+ *             computed in F32: supports(ATTENTION, F16));
  *             iparams: [0]=n_head, [1]=n_kv_head, [2]=head_dim, [3]=pos0,
  *             [4]=window (0 = none); fparams[0]=scale. Row i (position
  *             p = pos0+i) attends cache rows 0..p, or with a window w only
@@ -170,6 +175,7 @@ typedef struct gt_backend_config {
      * matrix cell's "settings"; gt_exec_settings); 0 = the session's own. */
     int n_batch;
     int n_parallel;
+    gt_type kv_type; /* K/V cache type: 0 (= F32) or GT_TYPE_F16 */
 } gt_backend_config;
 
 /* The execution settings a backend instance was opened with (a matrix
@@ -179,9 +185,12 @@ typedef struct gt_backend_config {
  *   n_parallel  sequences sharing each batch: a session that asks for one
  *               sequence runs n_parallel - 1 seeded companion sequences
  *               beside it (session.h), so every check of a cell runs with
- *               others in its batches; 0 or 1 = alone */
+ *               others in its batches; 0 or 1 = alone
+ *   kv_type     the K/V cache type of a session that names none (0 = F32,
+ *               GT_TYPE_F16) */
 typedef struct gt_exec_settings {
     int n_threads, n_batch, n_parallel;
+    gt_type kv_type;
 } gt_exec_settings;
 
 typedef struct gt_backend_iface {

@@ -29,6 +29,11 @@ typedef struct gt_session_params {
      * batch can read), not n_ctx; true keeps n_ctx there too (tests compare
      * the two). */
     bool swa_full;
+    /* K/V cache rows: 0 = the backend's exec.kv_type (0 there = F32),
+     * GT_TYPE_F32, or GT_TYPE_F16 (half the bytes; KV_STORE rounds to
+     * nearest even; refused by name on a backend whose supports() says no
+     * for KV_STORE or ATTENTION on F16). */
+    gt_type kv_type;
 } gt_session_params;
 
 typedef struct gt_session gt_session;
@@ -99,7 +104,8 @@ int gt_session_kv_rows(const gt_session *s, int layer);
 uint64_t gt_session_kv_bytes(const gt_session *s);
 /* What a session's KV cache would take with these parameters (n_batch 0 =
  * the default), without making one: for reports at long contexts. */
-uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full);
+uint64_t gt_kv_cache_bytes(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full,
+                           gt_type kv_type);
 /* The positions each sliding-window layer would hold (n_ctx when bounded
  * holding is off or would not save anything). */
 int gt_kv_window_rows(const gt_hparams *hp, int n_ctx, int n_batch, bool swa_full);
