@@ -179,7 +179,12 @@ static void matches_reference(const char *name)
     float *want = run(m, ref, GT_TYPE_F16, dec, false);
     float *got = run(m, b, GT_TYPE_F16, dec, true);
     const double d = rel_diff(got, want, (size_t)gt_model_hparams(m)->n_vocab * N_ROWS);
-    printf("%s F16 vs reference F16: %.3g of the logit range\n", name, d);
+    /* For scale: the same comparison with F32 caches. */
+    float *want32 = run(m, ref, GT_TYPE_F32, dec, true), *got32 = run(m, b, GT_TYPE_F32, dec, true);
+    printf("%s F16 vs reference F16: %.3g of the logit range (F32 vs F32: %.3g)\n", name, d,
+           rel_diff(got32, want32, (size_t)gt_model_hparams(m)->n_vocab * N_ROWS));
+    free(want32);
+    free(got32);
     ck_assert_msg(d <= 1e-4, "%s F16 differs from the reference F16 by %.3g of the range", name, d);
     free(want);
     free(got);

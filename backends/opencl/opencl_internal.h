@@ -51,6 +51,8 @@ enum {
     K_SCALE,
     K_ROPE,
     K_ATTENTION,
+    K_ATTENTION_F16,  /* over F16 caches (kv_type f16) */
+    K_KV_STORE_F16,
     K_TOPK,
     K_MOE_WEIGHTS,
     K_MOE_SUM,

@@ -448,7 +448,8 @@ static int op_rope(ocl_ctx *c, const gt_tensor *t, const rope_key *keys, int n_k
 static int op_kv_store(ocl_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *x = t->src[0], *cache = t->src[1];
-    if (want_f32(x, "input", err) || want_f32(cache, "cache", err))
+    const bool f16 = cache->type == GT_TYPE_F16; /* rounded on the device */
+    if (want_f32(x, "input", err) || (!f16 && want_f32(cache, "cache", err)))
         return -1;
     const int pos0 = t->iparams[0];
     if (x->ne[0] != cache->ne[0] || pos0 < 0 || pos0 + x->ne[1] > cache->ne[1])
@@ -457,15 +458,27 @@ static int op_kv_store(ocl_ctx *c, const gt_tensor *t, gt_err *err)
                           cache->name, (long long)cache->ne[1], (long long)cache->ne[0]);
     const size_t n = gt_tensor_bytes(x);
     const size_t dst_off = cache->offset + (size_t)pos0 * gt_tensor_row_bytes(cache);
+    const size_t dst_n = (size_t)x->ne[1] * gt_tensor_row_bytes(cache);
     cl_mem ms, md;
     size_t os, od;
     if (gt_ocl_resolve(x->buf, x->offset, n, &ms, &os, err) ||
-        gt_ocl_resolve(cache->buf, dst_off, n, &md, &od, err))
+        gt_ocl_resolve(cache->buf, dst_off, dst_n, &md, &od, err))
         return -1;
-    if (ms == md && os < od + n && od < os + n)
+    if (ms == md && os < od + dst_n && od < os + n)
         return gt_err_set(err, "KV_STORE source '%s' overlaps the cache rows it writes", x->name);
     if (n == 0)
         return 0;
+    if (f16) {
+        gt_tensor rows = *cache; /* the rows written, as the kernel's destination */
+        rows.offset = dst_off;
+        rows.ne[1] = x->ne[1];
+        kargs a = args_for(c, K_KV_STORE_F16);
+        if (arg_tensor(&a, x, err) || arg_tensor(&a, &rows, err))
+            return -1;
+        const size_t items = (size_t)(x->ne[0] * x->ne[1]);
+        arg_ulong(&a, items);
+        return launch(&a, items, 1, fit(items, (size_t)c->tune.ew_lws), 1, err);
+    }
     cl_int st = clEnqueueCopyBuffer(c->queue, ms, md, os, od, n, 0, NULL, gt_ocl_event(c));
     if (st != CL_SUCCESS)
         return gt_ocl_fail(err, "clEnqueueCopyBuffer", st, "%zu bytes to cache offset %zu", n, od);
@@ -477,7 +490,9 @@ static int op_attention(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     const gt_tensor *q = t->src[0], *kc = t->src[1], *vc = t->src[2];
     const int n_head = t->iparams[0], n_kv = t->iparams[1], hd = t->iparams[2];
     const int pos0 = t->iparams[3], window = t->iparams[4];
-    if (want_f32(q, "q", err) || want_f32(kc, "K cache", err) || want_f32(vc, "V cache", err) ||
+    const bool f16 = kc->type == GT_TYPE_F16 && vc->type == GT_TYPE_F16;
+    if (want_f32(q, "q", err) ||
+        (!f16 && (want_f32(kc, "K cache", err) || want_f32(vc, "V cache", err))) ||
         want_f32(t, "output", err))
         return -1;
     if (n_head <= 0 || n_kv <= 0 || hd <= 0 || n_head % n_kv != 0)
@@ -499,7 +514,7 @@ static int op_attention(ocl_ctx *c, const gt_tensor *t, gt_err *err)
     /* Only the rows that are attended to need to be in the cache tensor. */
     gt_tensor k_used = *kc, v_used = *vc;
     k_used.ne[1] = v_used.ne[1] = pos0 + q->ne[1];
-    kargs a = args_for(c, K_ATTENTION);
+    kargs a = args_for(c, f16 ? K_ATTENTION_F16 : K_ATTENTION);
     if (arg_tensor(&a, q, err) || arg_tensor(&a, &k_used, err) || arg_tensor(&a, &v_used, err) ||
         arg_tensor(&a, t, err))
         return -1;
@@ -826,6 +841,9 @@ bool gt_ocl_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t wh
         return false;
     }
     if (type == GT_TYPE_F32)
+        return true;
+    /* F16 K/V caches (kv_type f16): kv_store_f16 and attention_f16. */
+    if (type == GT_TYPE_F16 && (op == GT_OP_KV_STORE || op == GT_OP_ATTENTION))
         return true;
     snprintf(why, why_len, "%s runs on f32 activations only, not %s", gt_op_name(op),
              gt_type_name(type));

@@ -48,6 +48,8 @@ static const char *const KERNEL_NAMES[K_COUNT] = {
     [K_SCALE] = "scale",
     [K_ROPE] = "rope",
     [K_ATTENTION] = "attention",
+    [K_ATTENTION_F16] = "attention_f16",
+    [K_KV_STORE_F16] = "kv_store_f16",
     [K_TOPK] = "topk",
     [K_MOE_WEIGHTS] = "moe_weights",
     [K_MOE_SUM] = "moe_sum",
@@ -307,7 +309,7 @@ static size_t launch_lws(const ocl_ctx *c, int k)
         return (size_t)t->mm_lx * (size_t)t->mm_ly;
     if (k == K_RMS_NORM)
         return (size_t)t->norm_lws;
-    if (k == K_ATTENTION)
+    if (k == K_ATTENTION || k == K_ATTENTION_F16)
         return (size_t)t->att_lws;
     return (size_t)t->ew_lws;
 }
