@@ -17,7 +17,9 @@
  *   roundtrip    detokenize(tokenize(p)) == p over the prompt set;
  *   invariance_* the same logits whatever the batch split, the sequences
  *                beside it and the thread count (invariance.h: max |diff|
- *                over the logit range, bit-identical on the reference).
+ *                over the logit range, bit-identical on the reference);
+ *   kv_f16_drift the logits with an F16 K/V cache against F32 on the
+ *                cell's backend, in every cell (kv_drift.h).
  * Each identity check also reports a count metric ({"eq": 0}) so the
  * database and the gate show the measured value beside its bound.
  *
@@ -33,6 +35,7 @@
 #include "gt/tokenizer.h"
 #include "http_common.h"
 #include "invariance.h"
+#include "kv_drift.h"
 #include "promptset.h"
 #include "suite.h"
 
@@ -53,6 +56,7 @@ static const gt_metric_def METRICS[] = {
     {"seed_varies", "count", 0, false, NULL,
      "http cells: 1 when another seed gives another text (info)"},
     GT_INVARIANCE_METRICS,
+    GT_KV_DRIFT_METRIC,
     {NULL},
 };
 
@@ -416,7 +420,8 @@ static int functional_run(gt_suite_ctx *c, gt_err *err)
         check_rollback(c, s, prompt, np, n, ref, logits, err) != 0 ||
         check_prefill(c, s, pre, npre, err) != 0 ||
         check_overflow(c, s, prompt, np, ref[0], logits, err) != 0 ||
-        gt_invariance_run(c, m, pre, n_inv, n_ctx, err) != 0)
+        gt_invariance_run(c, m, pre, n_inv, n_ctx, err) != 0 ||
+        gt_kv_drift_run(c, m, pre, n_inv, n_ctx, err) != 0)
         goto out;
     check_empty(c, m, s, logits);
     if (check_roundtrip(c, m, &ps, err) != 0)
@@ -436,7 +441,7 @@ const gt_suite gt_suite_functional = {
     .name = "functional",
     .description = "determinism, KV save/restore, rollback, batched prefill, context overflow, "
                    "empty prompt, tokenizer round trip, invariance to batch split, parallel "
-                   "sequences and threads",
+                   "sequences and threads, F16 K/V drift",
     .metrics = METRICS,
     .settings = SETTINGS,
     .run = functional_run,

@@ -308,7 +308,8 @@ static int check_threads(gt_suite_ctx *c, const gt_model *m, const int32_t *toke
     }
     gt_err e = {{0}};
     gt_backend_config cfg = {.device = c->device, .n_threads = 1, .driver = c->driver,
-                             .n_batch = x->n_batch, .n_parallel = x->n_parallel};
+                             .n_batch = x->n_batch, .n_parallel = x->n_parallel,
+                             .kv_type = x->kv_type};
     if (eval_all(m, c->backend, n_ctx, 0, 0, tokens, n, cell, &e) != 0 ||
         gt_backend_open(c->backend_name, &cfg, &b1, &e) != 0 ||
         eval_all(m, b1, n_ctx, 0, 0, tokens, n, one, &e) != 0) {

@@ -330,6 +330,9 @@ static bool cu_supports(gt_backend *b, gt_op op, gt_type type, char *why, size_t
     }
     if (op > GT_OP_NONE && op < GT_OP_COUNT && type == GT_TYPE_F32)
         return true;
+    /* F16 K/V caches (kv_type f16). */
+    if (type == GT_TYPE_F16 && (op == GT_OP_KV_STORE || op == GT_OP_ATTENTION))
+        return true;
     if (why && why_len)
         snprintf(why, why_len, "cuda computes %s on f32 only, not %s", gt_op_name(op),
                  gt_type_name(type));
@@ -562,7 +565,8 @@ static int validate(const gt_tensor *t, gt_err *err)
     }
     case GT_OP_KV_STORE: {
         const int pos0 = t->iparams[0];
-        if (want_type(a, GT_TYPE_F32, "src0", err) || want_type(b, GT_TYPE_F32, "cache", err))
+        if (want_type(a, GT_TYPE_F32, "src0", err) ||
+            (b->type != GT_TYPE_F16 && want_type(b, GT_TYPE_F32, "cache", err)))
             return -1;
         if (a->ne[0] != b->ne[0] || pos0 < 0 || pos0 + a->ne[1] > b->ne[1])
             return gt_err_set(err, "cannot store %lld rows of %lld at row %d of a cache of [%lld, %lld]",
@@ -573,8 +577,9 @@ static int validate(const gt_tensor *t, gt_err *err)
     case GT_OP_ATTENTION: {
         const int nh = t->iparams[0], nkv = t->iparams[1], hd = t->iparams[2], pos0 = t->iparams[3];
         const int window = t->iparams[4];
-        if (want_type(a, GT_TYPE_F32, "q", err) || want_type(b, GT_TYPE_F32, "K cache", err) ||
-            want_type(c, GT_TYPE_F32, "V cache", err) || same_shape(t, a, err))
+        const gt_type kv = b->type == GT_TYPE_F16 ? GT_TYPE_F16 : GT_TYPE_F32;
+        if (want_type(a, GT_TYPE_F32, "q", err) || want_type(b, kv, "K cache", err) ||
+            want_type(c, kv, "V cache", err) || same_shape(t, a, err))
             return -1;
         if (nh <= 0 || nkv <= 0 || hd <= 0 || hd > 1024 || nh % nkv || (int64_t)nh * hd != a->ne[0] ||
             (int64_t)nkv * hd != b->ne[0] || same_shape(b, c, err) || pos0 < 0 ||
@@ -631,6 +636,8 @@ static int validate(const gt_tensor *t, gt_err *err)
 static int kv_store(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 {
     const gt_tensor *a = t->src[0], *cache = t->src[1];
+    if (cache->type == GT_TYPE_F16)
+        return gt_cuda_op_kv_store_f16(c, t, err);
     char *dst = (char *)gt_cuda_ptr(cache) + (size_t)t->iparams[0] * gt_tensor_row_bytes(cache);
     const size_t n = gt_tensor_bytes(a);
     if (dst == gt_cuda_ptr(a))

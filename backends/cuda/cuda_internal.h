@@ -69,6 +69,8 @@ int gt_cuda_op_add(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_rope(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_attention(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
+/* KV_STORE into an F16 cache (an F32 one is a device copy, cuda_backend.c). */
+int gt_cuda_op_kv_store_f16(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_silu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_gelu_mul(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);
 int gt_cuda_op_scale(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err);

@@ -18,7 +18,12 @@
  * local layers) only moves the first visible row: row i, at cache row
  * p = pos0 + i, sees rows max(0, p - w + 1)..p, exactly the reference's
  * rows (pos0 is cache-relative: a window layer's ring cache hands the
- * node the row its newest token is stored at). */
+ * node the row its newest token is stored at).
+ *
+ * F16 K/V caches (kv_type f16): KV_STORE rounds with __float2half_rn
+ * (round to nearest even, as gt_f32_to_f16) and ATTENTION is the same
+ * kernel instantiated for __half caches, each value widened exactly
+ * (__half2float) where the F32 kernel reads it. */
 #include "cuda_kernels.h"
 
 #include <math.h>
@@ -249,6 +254,29 @@ extern "C" int gt_cuda_op_rope(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
     return 0;
 }
 
+/* --- KV_STORE into an F16 cache --------------------------------------------- */
+
+__global__ void kv_store_f16_kernel(const float *x, __half *dst, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = __float2half_rn(x[i]);
+}
+
+extern "C" int gt_cuda_op_kv_store_f16(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
+{
+    const gt_tensor *a = t->src[0], *cache = t->src[1];
+    __half *dst = (__half *)((char *)gt_cuda_ptr(cache) +
+                             (size_t)t->iparams[0] * gt_tensor_row_bytes(cache));
+    const size_t n = (size_t)(a->ne[0] * a->ne[1]);
+    if (n == 0)
+        return 0;
+    const unsigned threads = 256, blocks = (unsigned)((n + threads - 1) / threads);
+    kv_store_f16_kernel<<<blocks, threads, 0, c->stream>>>((const float *)gt_cuda_ptr(a), dst, n);
+    GT_LAUNCHED(err, "kv_store_f16", dim3(blocks), dim3(threads), "%zu values", n);
+    return 0;
+}
+
 /* --- ATTENTION ------------------------------------------------------------ */
 
 #define ATT_THREADS 128
@@ -256,8 +284,12 @@ extern "C" int gt_cuda_op_rope(gt_cuda_ctx *c, const gt_tensor *t, gt_err *err)
 
 /* Shared memory: q (hd) | acc (hd) | scores (ATT_TILE) | partial P.V
  * sums, G groups of hd (G = ATT_THREADS / hd when hd <= ATT_THREADS). */
+__device__ __forceinline__ float kv_load(const float *p) { return *p; }
+__device__ __forceinline__ float kv_load(const __half *p) { return __half2float(*p); }
+
+template <typename KV>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_kernel(const float *q, const float *kc, const float *vc, float *out, int n_head,
+attention_kernel(const float *q, const KV *kc, const KV *vc, float *out, int n_head,
                  int group, int hd, int kv_dim, int pos0, int window, float scale)
 {
     extern __shared__ float sm[];
@@ -284,10 +316,10 @@ attention_kernel(const float *q, const float *kc, const float *vc, float *out, i
         const int len = min(ATT_TILE, n_seen - p0);
         float tmax = -INFINITY;
         for (int lp = tid; lp < len; lp += ATT_THREADS) {
-            const float *kp = kc + (size_t)(p0 + lp) * kv_dim + kv_off;
+            const KV *kp = kc + (size_t)(p0 + lp) * kv_dim + kv_off;
             float dot = 0.0f;
             for (int d = 0; d < hd; d++)
-                dot += qs[d] * kp[d];
+                dot += qs[d] * kv_load(kp + d);
             dot *= scale;
             sc[lp] = dot;
             tmax = fmaxf(tmax, dot);
@@ -307,7 +339,7 @@ attention_kernel(const float *q, const float *kc, const float *vc, float *out, i
             for (int d = d0; d < hd; d += dstep) {
                 float s = 0.0f;
                 for (int lp = g; lp < len; lp += G)
-                    s += sc[lp] * vc[(size_t)(p0 + lp) * kv_dim + kv_off + d];
+                    s += sc[lp] * kv_load(vc + (size_t)(p0 + lp) * kv_dim + kv_off + d);
                 part[g * hd + d] = s;
             }
         }
@@ -334,10 +366,16 @@ extern "C" int gt_cuda_op_attention(gt_cuda_ctx *c, const gt_tensor *t, gt_err *
     const int G = hd <= ATT_THREADS ? ATT_THREADS / hd : 1;
     const size_t shmem = sizeof(float) * ((size_t)2 * hd + ATT_TILE + (size_t)G * hd);
     const dim3 grid((unsigned)t->ne[1], (unsigned)n_head), block(ATT_THREADS);
-    attention_kernel<<<grid, block, shmem, c->stream>>>(
-        (const float *)gt_cuda_ptr(t->src[0]), (const float *)gt_cuda_ptr(t->src[1]),
-        (const float *)gt_cuda_ptr(t->src[2]), (float *)gt_cuda_ptr(t), n_head, n_head / n_kv, hd,
-        n_kv * hd, pos0, window, t->fparams[0]);
+    if (t->src[1]->type == GT_TYPE_F16)
+        attention_kernel<__half><<<grid, block, shmem, c->stream>>>(
+            (const float *)gt_cuda_ptr(t->src[0]), (const __half *)gt_cuda_ptr(t->src[1]),
+            (const __half *)gt_cuda_ptr(t->src[2]), (float *)gt_cuda_ptr(t), n_head, n_head / n_kv,
+            hd, n_kv * hd, pos0, window, t->fparams[0]);
+    else
+        attention_kernel<float><<<grid, block, shmem, c->stream>>>(
+            (const float *)gt_cuda_ptr(t->src[0]), (const float *)gt_cuda_ptr(t->src[1]),
+            (const float *)gt_cuda_ptr(t->src[2]), (float *)gt_cuda_ptr(t), n_head, n_head / n_kv,
+            hd, n_kv * hd, pos0, window, t->fparams[0]);
     GT_LAUNCHED(err, "attention", grid, block,
                 "%lld rows, %d heads, %d KV heads of %d, pos0 %d, window %d, %zu bytes shared",
                 (long long)t->ne[1], n_head, n_kv, hd, pos0, window, shmem);

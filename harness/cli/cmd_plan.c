@@ -133,8 +133,6 @@ int cmd_plan(int argc, char **argv)
         else if (art->state == GT_ART_MISSING || art->state == GT_ART_ERROR)
             snprintf(why, sizeof why, "%s: %s", art->state == GT_ART_MISSING ? "skip" : "error",
                      art->reason);
-        else if (gt_setting_unsupported(c->setting))
-            snprintf(why, sizeof why, "%s", gt_setting_unsupported(c->setting));
         else if (do_probe)
             probe(c->backend, c->driver, why, sizeof why);
         if (why[0]) {

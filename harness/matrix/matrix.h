@@ -74,10 +74,6 @@ typedef struct gt_mx_setting {
     const char *kv_type;              /* "f32" or "f16", NULL = not set */
 } gt_mx_setting;
 
-/* Why this runtime cannot run a variant (a skip reason of category
- * "unsupported"), or NULL: kv_type f16 until there is an F16 K/V cache.
- * The worker skips such a cell with it; plan shows it. */
-const char *gt_setting_unsupported(const gt_mx_setting *s);
 /* "n_batch 7, n_parallel 4, threads 2" (what the variant sets), "" for none. */
 void gt_setting_describe(const gt_mx_setting *s, char *out, size_t cap);
 

@@ -13,8 +13,8 @@
  *
  * Values are checked here (positive integers, kv_type f32 or f16, no value
  * twice, no unknown key); whether a backend can run a variant is the
- * worker's question (kv_type f16 is a skip until the runtime has an F16
- * K/V cache). */
+ * worker's question (kv_type f16 on a backend whose supports() says no for
+ * an F16 cache is a skip, "unsupported", with its reason). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,13 +144,6 @@ int gt_matrix_parse_settings(const gt_jv *v, const cJSON *node, const char *path
     *out = list;
     *n = total;
     return 0;
-}
-
-const char *gt_setting_unsupported(const gt_mx_setting *s)
-{
-    if (s->kv_type && strcmp(s->kv_type, "f32") != 0)
-        return "unsupported: kv_type f16: no F16 K/V cache in this runtime";
-    return NULL;
 }
 
 void gt_setting_describe(const gt_mx_setting *s, char *out, size_t cap)

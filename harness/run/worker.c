@@ -54,8 +54,10 @@
  * suites, settings, tolerances, db, scratch, data_dir, timeout_s, localize;
  * the cell's execution settings when its matrix names them: n_batch,
  * n_parallel (the backend is opened with them, so every session on it
- * starts with them), kv_type ("f16" is a skip: the runtime has no F16 K/V
- * cache; "f32" is what every cell runs with); for http cells also
+ * starts with them), kv_type ("f32" or "f16": the K/V cache type every
+ * session on the backend gets; a backend whose supports() says no for
+ * KV_STORE/ATTENTION on F16 makes an f16 cell a skip, "unsupported", with
+ * its reason); for http cells also
  * http {endpoint, health, start, model, start_timeout_s, gauntlet}.
  * For debugging: `gauntlet worker --spec FILE` reads the spec from FILE and
  * prints the lines on stdout.
@@ -887,6 +889,13 @@ static int run_cell(worker *w, double t0)
                              .driver = driver,
                              .n_batch = (int)nget(spec, "n_batch", 0),
                              .n_parallel = (int)nget(spec, "n_parallel", 0)};
+    const char *kv = sget(spec, "kv_type");
+    if (kv && strcmp(kv, "f16") == 0)
+        cfg.kv_type = GT_TYPE_F16;
+    else if (kv && strcmp(kv, "f32") != 0) { /* the matrix allows only these two */
+        host_result(w, "worker", "spec", GT_ST_ERROR, "kv_type must be f32 or f16");
+        return 0;
+    }
     gt_backend *b = NULL;
     gt_err err = {{0}};
     if (gt_backend_open(backend, &cfg, &b, &err) != 0) {
@@ -901,13 +910,15 @@ static int run_cell(worker *w, double t0)
         gt_backend_close(b);
         return 0;
     }
-    /* Until the runtime stores K/V in F16 such a cell would run F32 and
-     * pass under a name that says otherwise. */
-    const gt_mx_setting set = {.kv_type = sget(spec, "kv_type")};
-    if (gt_setting_unsupported(&set)) {
-        skip(w, "%s", gt_setting_unsupported(&set));
-        gt_backend_close(b);
-        return 0;
+    /* An F16 cache is written by KV_STORE and read by ATTENTION. */
+    for (gt_op op = GT_OP_KV_STORE; cfg.kv_type == GT_TYPE_F16 && op <= GT_OP_ATTENTION; op++) {
+        char why[256] = "";
+        if (!gt_backend_supports(b, op, GT_TYPE_F16, why, sizeof why)) {
+            skip(w, "unsupported: kv_type f16 on %s: %s/f16%s%s", b->info.backend,
+                 gt_op_name(op), why[0] ? ": " : "", why);
+            gt_backend_close(b);
+            return 0;
+        }
     }
     if (check_support(w, b, artifact) != 0) {
         gt_backend_close(b);
