@@ -9,7 +9,11 @@
  *   argmax does not change the history the later steps compare.
  * - One-sequence sessions (no companions): the cell's n_batch still
  *   applies (the backend's exec), its n_parallel is the invariance
- *   checks' concern. */
+ *   checks' concern.
+ * - A session's kv_type 0 (= GT_TYPE_F32) means the backend's own, so in
+ *   a kv_type f16 cell the F32 run is on a fresh instance of the cell's
+ *   backend (its driver and settings, kv_type f32), as invariance_threads
+ *   opens one. */
 #include "kv_drift.h"
 
 #include <math.h>
@@ -64,7 +68,22 @@ int gt_kv_drift_run(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, i
         goto out;
     }
     gt_err e = {{0}};
-    if (run(m, c->backend, GT_TYPE_F32, tokens, n, n_ctx, dec, false, f32, &e) != 0 ||
+    const gt_exec_settings *x = &c->backend->exec;
+    gt_backend *b32 = c->backend;
+    if (x->kv_type == GT_TYPE_F16) {
+        const gt_backend_config cfg = {.device = c->device, .n_threads = c->n_threads,
+                                       .driver = c->driver, .n_batch = x->n_batch,
+                                       .n_parallel = x->n_parallel, .kv_type = GT_TYPE_F32};
+        if (gt_backend_open(c->backend_name, &cfg, &b32, &e) != 0) {
+            gt_suite_check(c, name, false, "%s with kv_type f32: %s", c->backend_name, e.msg);
+            rc = 0;
+            goto out;
+        }
+    }
+    const int r32 = run(m, b32, GT_TYPE_F32, tokens, n, n_ctx, dec, false, f32, &e);
+    if (b32 != c->backend)
+        gt_backend_close(b32);
+    if (r32 != 0 ||
         run(m, c->backend, GT_TYPE_F16, tokens, n, n_ctx, dec, true, f16, &e) != 0) {
         gt_suite_check(c, name, false, "%s", e.msg);
         rc = 0;

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "../suites/metrics.c"
+#include "kv_drift.h"
 #include "testutil.h"
 
 #define BIN "'" GT_BINARY_DIR "/gauntlet'"
@@ -281,6 +282,18 @@ START_TEST(test_clean_run_passes)
                              INVARIANCE[i], &v, &tol, cmp, verdict));
         ck_assert_msg(v == 0 && !strcmp(verdict, "pass"), "reference %s = %g", INVARIANCE[i], v);
     }
+    /* kv_f16_drift runs in every cell: an F16 cache drifts (not 0), within
+     * its default bound, the same on the reference and cpu within 10x. */
+    double ref_drift;
+    ck_assert(metric_row(h, "stories260k/q8_0/reference/default", "functional", "kv_f16_drift",
+                         &ref_drift, &tol, cmp, verdict));
+    ck_assert_msg(ref_drift > 0 && !strcmp(verdict, "pass") && tol == GT_KV_F16_DRIFT_MAX,
+                  "reference kv_f16_drift = %g (%s %g)", ref_drift, verdict, tol);
+    ck_assert(metric_row(h, CPU_CELL, "functional", "kv_f16_drift", &v, &tol, cmp, verdict));
+    ck_assert_msg(v > 0 && !strcmp(verdict, "pass") && !strcmp(cmp, "<=") &&
+                      tol == GT_KV_F16_DRIFT_MAX && v < 10 * ref_drift && ref_drift < 10 * v,
+                  "cpu kv_f16_drift = %g (%s %s %g), reference %g", v, verdict, cmp, tol,
+                  ref_drift);
     /* Throughput is regress-flagged with higher-is-better for the gate. */
     ck_assert_int_eq(count(h, "SELECT COUNT(*) FROM metrics WHERE suite = 'performance'"
                               " AND name = 'tg_tps' AND regress = 1 AND better = 1 AND value > 0"),

@@ -18,7 +18,9 @@
  * any NaN/Inf in a is a failure regardless.
  *
  * Thresholds (why each value):
- *   KV_STORE          0      a copy: must be bit exact.
+ *   KV_STORE          0      a copy: must be bit exact; into an F16 cache
+ *                            (kv_type f16) a round to nearest even, the
+ *                            same bits everywhere.
  *   GET_ROWS          1e-12  dequantization of one value is one or two
  *                            float roundings (an FMA may differ by 1 ulp).
  *   ADD, MUL          1e-12  one float rounding vs the double reference
@@ -27,7 +29,9 @@
  *   RMS_NORM, ROPE,   1e-10  a few roundings plus sin/cos/exp/sqrt of a
  *   SILU_MUL                 few ulp (fast vector exp approximations).
  *   ATTENTION         1e-8   float dot products, softmax and a weighted sum
- *                            over up to ~600 keys: relative error ~sqrt(n)*eps.
+ *                            over up to ~600 keys: relative error ~sqrt(n)*eps;
+ *                            the same over F16 caches, whose values widen
+ *                            exactly (the case's type is f16).
  *   MUL_MAT f32/f16/  1e-8   float accumulation over K <= 1536 (the weight
  *           bf16             values themselves convert exactly): ~sqrt(K)*eps.
  *   MUL_MAT q8_0/     5e-4   backends may quantize activations to 8-bit
@@ -412,6 +416,53 @@ static void cases_sequences(oc_list *l)
     }
 }
 
+/* F16 K/V caches (kv_type f16), appended after every older case: KV_STORE
+ * rounding F32 rows into an F16 cache, and ATTENTION reading F16 K and V
+ * (with GQA, a window, several sequences' shapes, an odd head size). The
+ * case's type is f16, what supports() is asked. */
+static void cases_kv_f16(oc_list *l)
+{
+    static const int64_t at[][3] = {{192, 0, 1}, {192, 17, 7}, {37, 100, 64}, {64, 88, 512}};
+    for (int ai = 0; ai < 4; ai++) {
+        oc_case *c = add(l, GT_OP_KV_STORE, GT_TYPE_F16);
+        if (!c)
+            continue;
+        const int64_t n_ctx = 600, kvd = at[ai][0];
+        c->n_src = 2;
+        c->src[0] = S(GT_TYPE_F32, kvd, at[ai][2], FILL_GAUSS, 0);
+        c->src[1] = S(GT_TYPE_F16, kvd, n_ctx, FILL_GAUSS, 0);
+        c->out_ne0 = kvd, c->out_ne1 = at[ai][2];
+        c->alias = ALIAS_CACHE;
+        c->ip[0] = (int32_t)at[ai][1];
+        c->threshold = 0.0;
+        snprintf(c->desc, sizeof c->desc, "f16 cache,kv_dim=%lld,pos0=%lld,rows=%lld,n_ctx=%lld",
+                 (long long)kvd, (long long)at[ai][1], (long long)at[ai][2], (long long)n_ctx);
+    }
+    static const struct { int nh, nkv, hd, pos0, rows, window; } a[] = {
+        {4, 4, 64, 0, 1, 0},   {9, 3, 64, 100, 1, 0}, {8, 2, 64, 5, 7, 0}, {4, 2, 17, 0, 64, 0},
+        {9, 3, 64, 0, 300, 0}, {4, 1, 64, 40, 16, 8}, {4, 1, 256, 10, 7, 1}, {8, 4, 8, 30, 37, 0},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F16);
+        if (!c)
+            continue;
+        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
+        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
+        c->n_src = 3;
+        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
+        c->src[1] = S(GT_TYPE_F16, kvd, n_ctx, FILL_CACHE, filled);
+        c->src[2] = S(GT_TYPE_F16, kvd, n_ctx, FILL_CACHE, filled);
+        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
+        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].window, 0};
+        memcpy(c->ip, ip, sizeof ip);
+        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
+        c->threshold = 1e-8;
+        snprintf(c->desc, sizeof c->desc,
+                 "f16 caches,heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d,window=%d", a[i].nh,
+                 a[i].nkv, a[i].hd, a[i].pos0, a[i].rows, a[i].window);
+    }
+}
+
 /* Mixture-of-experts ops (qwen3moe), appended after every older case:
  * router top-k and weights over 8..128 experts, the gather-by-expert
  * matmul in every weight type (shared input rows as for gate/up, one row
@@ -654,7 +705,9 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
         t.src[i] = &src[i];
     }
     snprintf(t.name, sizeof t.name, "out");
-    t.type = c->op == GT_OP_TOPK ? GT_TYPE_I32 : GT_TYPE_F32;
+    t.type = c->op == GT_OP_TOPK       ? GT_TYPE_I32
+           : c->op == GT_OP_KV_STORE ? c->src[1].type /* the rows written of the cache */
+                                     : GT_TYPE_F32;
     t.ne[0] = c->out_ne0, t.ne[1] = c->out_ne1;
     t.op = c->op;
     memcpy(t.iparams, c->ip, sizeof t.iparams);
@@ -663,7 +716,7 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
         t.buf = r.buf[0], t.offset = GUARD;
     } else if (c->alias == ALIAS_CACHE) {
         t.buf = r.buf[1];
-        t.offset = GUARD + (size_t)c->ip[0] * gt_row_size(GT_TYPE_F32, c->src[1].ne0);
+        t.offset = GUARD + (size_t)c->ip[0] * gt_row_size(c->src[1].type, c->src[1].ne0);
     } else {
         if (make_buffer(be, NULL, gt_tensor_bytes(&t), false, &r, 3, err) != 0)
             goto done;
@@ -720,7 +773,20 @@ static int run_case(gt_backend *be, const oc_case *c, void *const in[3], float *
             rc = 1;
             goto done;
         }
-        if (i == result_slot) {
+        if (i == result_slot && i == 1 && src[1].type == GT_TYPE_F16) {
+            /* an F16 cache, compared as the values it holds */
+            *out_n = body / sizeof(uint16_t);
+            *out = malloc(*out_n ? *out_n * sizeof(float) : 1);
+            if (!*out) {
+                gt_err_set(err, "out of memory");
+                goto done;
+            }
+            for (size_t e = 0; e < *out_n; e++) {
+                uint16_t h;
+                memcpy(&h, back + GUARD + e * sizeof h, sizeof h);
+                (*out)[e] = gt_f16_to_f32(h);
+            }
+        } else if (i == result_slot) {
             *out_n = body / sizeof(float);
             *out = malloc(body ? body : 1);
             if (!*out) {
@@ -830,6 +896,7 @@ int opcheck_run(gt_backend *target, gt_backend *ref, const opcheck_opts *o,
     cases_moe(&l);
     cases_rope_factors(&l);
     cases_sequences(&l);
+    cases_kv_f16(&l);
     int rc = 0;
     for (int i = 0; i < l.n; i++) {
         const oc_case *c = &l.c[i];

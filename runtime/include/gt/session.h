@@ -29,10 +29,12 @@ typedef struct gt_session_params {
      * batch can read), not n_ctx; true keeps n_ctx there too (tests compare
      * the two). */
     bool swa_full;
-    /* K/V cache rows: 0 = the backend's exec.kv_type (0 there = F32),
-     * GT_TYPE_F32, or GT_TYPE_F16 (half the bytes; KV_STORE rounds to
+    /* K/V cache rows: GT_TYPE_F16 (half the bytes; KV_STORE rounds to
      * nearest even; refused by name on a backend whose supports() says no
-     * for KV_STORE or ATTENTION on F16). */
+     * for KV_STORE or ATTENTION on F16), or 0 (= GT_TYPE_F32): the
+     * backend's exec.kv_type, which is F32 unless the backend was opened
+     * with F16 (a matrix's kv_type f16 cell). An F32 session on such a
+     * backend takes another instance opened with kv_type 0. */
     gt_type kv_type;
 } gt_session_params;
 
