@@ -11,8 +11,14 @@
  * backend. A backend without F16 caches (supports(KV_STORE or ATTENTION,
  * F16) false) is a skip that gives its reason.
  *
- * Measured (37-token prompt + 8 steps, tests/test_kv_f16.c with
- * GT_KV_F16_MEASURE=1): see GT_KV_F16_DRIFT_MAX. */
+ * Measured 2026-12-07 (37 tokens + 8 steps). tests/test_kv_f16.c's
+ * prompt (GT_KV_F16_MEASURE=1), reference / cpu / opencl (PoCL):
+ * stories260K 6.0e-4 / 5.9e-4 / 6.0e-4, SmolLM2 q4_1 2.6e-4 / 3.0e-4 /
+ * 2.7e-4, Gemma 3 q4_k_m 5.4e-4 / 4.8e-4 / 4.3e-4; the suite's own prompt
+ * (functional, every kv_type f32 and f16 cell alike): stories260k f32
+ * 3.8e-4, synth-phi3-tiny 2.2e-4, synth-qwen3moe-tiny 2.0e-4, synth-tiny
+ * q8_0 1.0e-4. The bound is ~10x the worst (6.0e-4); a cache that
+ * truncates instead of rounding, or reads a wrong row, is far beyond it. */
 #ifndef GT_SUITE_KV_DRIFT_H
 #define GT_SUITE_KV_DRIFT_H
 
@@ -22,9 +28,9 @@
 #include "gt/model.h"
 #include "suite.h"
 
-/* The default bound: ~10x the worst drift measured. */
-#define GT_KV_F16_DRIFT_MAX 1e-2
-#define GT_KV_F16_DRIFT_MAX_JSON "{\"max\": 1e-2}"
+/* The default bound: ~10x the worst drift measured (6.0e-4). */
+#define GT_KV_F16_DRIFT_MAX 6e-3
+#define GT_KV_F16_DRIFT_MAX_JSON "{\"max\": 6e-3}"
 
 #define GT_KV_DRIFT_METRIC                                                                     \
     {"kv_f16_drift", "of range", -1, false, GT_KV_F16_DRIFT_MAX_JSON,                          \

@@ -13,7 +13,7 @@
  * 3. State save and load of an F16 session continue bit-identically, and a
  *    kv_type that is neither F32 nor F16 is refused by name.
  * With GT_KV_F16_MEASURE=1 it also prints the drift of every backend on
- * stories260K and SmolLM2 (how the bound was measured). */
+ * stories260K, SmolLM2 and Gemma 3 (how the bound was measured). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,9 +257,9 @@ END_TEST
 /* GT_KV_F16_MEASURE=1: the drift of each backend on each model. */
 static void measure(void)
 {
-    const char *models[] = {gt_test_llama(), gt_test_smollm2()};
+    const char *models[] = {gt_test_llama(), gt_test_smollm2(), gt_test_gemma3()};
     const char *backends[] = {"reference", "cpu", "opencl"};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!models[i])
             continue;
         gt_model *m = load(models[i]);
