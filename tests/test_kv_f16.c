@@ -17,6 +17,9 @@
  *    (or its stand-in) is held to 1e-4.
  * 3. State save and load of an F16 session continue bit-identically, and a
  *    kv_type that is neither F32 nor F16 is refused by name.
+ * 4. The localizer runs on F16 caches (their k_store/v_store nodes compared
+ *    as floats): cpu against the reference, both F16, adds no error at any
+ *    node.
  * With GT_KV_F16_MEASURE=1 it also prints the drift of every backend on
  * stories260K, SmolLM2 and Gemma 3 (how the bound was measured). */
 #include <math.h>
@@ -31,6 +34,7 @@
 #include "gt/sampler.h"
 #include "gt/session.h"
 #include "kv_drift.h"
+#include "localize.h"
 #include "testutil.h"
 
 enum { N_PROMPT = 37, N_STEPS = 8, N_ROWS = N_PROMPT + N_STEPS, N_CTX = 128 };
@@ -259,6 +263,31 @@ START_TEST(state_and_refusal)
 }
 END_TEST
 
+START_TEST(localizer_on_f16)
+{
+    gt_model *m = load(gt_test_llama());
+    gt_backend *ref = NULL, *cpu = NULL;
+    gt_err err = {{0}};
+    const gt_backend_config cfg = {.n_threads = 2, .kv_type = GT_TYPE_F16};
+    ck_assert_msg(gt_backend_open("reference", &cfg, &ref, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_backend_open("cpu", &cfg, &cpu, &err) == 0, "%s", err.msg);
+    int32_t ids[16];
+    prompt_of(m, ids, 16);
+    gt_loc_result r = {0};
+    ck_assert_msg(gt_loc_run(m, ref, m, cpu, ids, 16, &r, &err) == 0, "%s", err.msg);
+    int stores = 0;
+    for (int i = 0; i < r.n; i++)
+        stores += strstr(r.nodes[i].name, "k_store") != NULL;
+    ck_assert_msg(stores > 0, "no k_store node among the %d compared", r.n);
+    ck_assert_msg(r.first_added == -1, "cpu adds error at node %d (%s) on F16 caches",
+                  r.first_added, r.first_added >= 0 ? r.nodes[r.first_added].name : "");
+    gt_loc_result_free(&r);
+    gt_backend_close(ref);
+    gt_backend_close(cpu);
+    gt_model_free(m);
+}
+END_TEST
+
 /* GT_KV_F16_MEASURE=1: the drift of each backend on each model. */
 static void measure(void)
 {
@@ -321,6 +350,7 @@ int main(void)
     tcase_add_test(tc, reference_greedy_same_tokens);
     tcase_add_test(tc, state_and_refusal);
     tcase_add_test(tc, cpu_matches_reference);
+    tcase_add_test(tc, localizer_on_f16);
     gt_test_add_if(tc, opencl_matches_reference, opencl_ok, opencl_why);
     const char *ms = getenv("GT_KV_F16_MEASURE");
     if (ms && strcmp(ms, "1") == 0)

@@ -64,7 +64,7 @@ static int feed(pass *p, gt_session *s, const gt_graph *g, int first, int last, 
             for (int j = first - 1; j >= 0; j--) {
                 if (!same_storage(g->nodes[j], src))
                     continue;
-                if (j < p->a->n_nodes && p->a->data[j] &&
+                if (j < p->a->n_nodes && p->a->data[j] && g->nodes[j]->type == GT_TYPE_F32 &&
                     gt_session_write_tensor(s, src, p->a->data[j], err) != 0)
                     return gt_err_wrap(err, "feeding %s its input %s", g->nodes[k]->name,
                                        g->nodes[j]->name);
@@ -123,12 +123,31 @@ static void diff(const float *a, const float *b, size_t n, double *nmse, double 
     *cosine = sa > 0 && sb > 0 ? ab / sqrt(sa * sb) : (sa == sb ? 1 : 0);
 }
 
+/* A node's values as floats (an F16 node widened, exactly). */
+static int read_floats(gt_session *s, const gt_tensor *t, float *dst, gt_err *err)
+{
+    if (t->type != GT_TYPE_F16)
+        return gt_session_read_tensor(s, t, dst, err);
+    const size_t n = (size_t)(t->ne[0] * t->ne[1]);
+    uint16_t *h = malloc(n ? n * sizeof *h : 1);
+    if (!h)
+        return gt_err_set(err, "out of memory reading %s", t->name);
+    const int rc = gt_session_read_tensor(s, t, h, err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        dst[i] = gt_f16_to_f32(h[i]);
+    free(h);
+    return rc;
+}
+
 static int after(void *user, gt_session *s, const gt_graph *g, int first, int last, gt_err *err)
 {
     pass *p = user;
     const gt_tensor *t = g->nodes[last];
-    const size_t bytes = gt_tensor_bytes(t);
-    if (t->type != GT_TYPE_F32)
+    /* F16 nodes (the rows a KV_STORE wrote into an F16 cache) are captured
+     * and compared as the floats they hold. */
+    const bool f16 = t->type == GT_TYPE_F16;
+    const size_t bytes = f16 ? (size_t)(t->ne[0] * t->ne[1]) * sizeof(float) : gt_tensor_bytes(t);
+    if (t->type != GT_TYPE_F32 && !f16)
         return gt_err_set(err, "node %s is %s, not f32", t->name, gt_type_name(t->type));
     if (p->mode == 0) {
         if (grow(p->a, g->n_nodes, err) != 0)
@@ -140,7 +159,7 @@ static int after(void *user, gt_session *s, const gt_graph *g, int first, int la
         p->a->data[last] = d;
         p->a->bytes[last] = bytes;
         p->seg++;
-        return gt_session_read_tensor(s, t, d, err);
+        return read_floats(s, t, d, err);
     }
     if (last >= p->a->n_nodes || !p->a->data[last] || p->a->bytes[last] != bytes)
         return gt_err_set(err, "node %d (%s) has no counterpart of %zu bytes on the other side",
@@ -152,7 +171,7 @@ static int after(void *user, gt_session *s, const gt_graph *g, int first, int la
         p->tmp = n;
         p->tmp_cap = bytes;
     }
-    if (gt_session_read_tensor(s, t, p->tmp, err) != 0)
+    if (read_floats(s, t, p->tmp, err) != 0)
         return -1;
     if (p->seg >= p->r->n)
         return gt_err_set(err, "more segments on the second side than the first");

@@ -455,7 +455,9 @@ static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
     gt_err err = {{0}};
     gt_model *m;
     gt_backend *rb = NULL;
-    gt_backend_config cfg = {.n_threads = ctx->n_threads};
+    /* The reference keeps the cell's K/V cache type, so an f16 cell's
+     * k_store nodes are compared with F16 rows, not blamed for rounding. */
+    gt_backend_config cfg = {.n_threads = ctx->n_threads, .kv_type = ctx->backend->exec.kv_type};
     gt_loc_result r = {0};
     if (gt_suite_model(ctx, &m, &err) != 0 || gt_backend_open("reference", &cfg, &rb, &err) != 0 ||
         gt_loc_run(m, rb, m, ctx->backend, ctx->loc_tokens, ctx->n_loc_tokens, &r, &err) != 0) {
