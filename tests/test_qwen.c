@@ -284,33 +284,8 @@ START_TEST(shapes_and_synth_arch)
 }
 END_TEST
 
-/* Whether opencl opens, tried in a child: OpenCL drivers start threads,
- * and the cases run in forked children, which must not inherit them. */
-static void probe_opencl(void)
-{
-    int fds[2];
-    if (pipe(fds) != 0) {
-        snprintf(opencl_why, sizeof opencl_why, "pipe failed");
-        return;
-    }
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        gt_backend *b = NULL;
-        gt_err err = {{0}};
-        const int rc = gt_backend_open("opencl", NULL, &b, &err);
-        if (rc != 0 && write(fds[1], err.msg, strlen(err.msg)) < 0)
-            _exit(2);
-        _exit(rc == 0 ? 0 : 1);
-    }
-    close(fds[1]);
-    const ssize_t got = read(fds[0], opencl_why, sizeof opencl_why - 1);
-    opencl_why[got > 0 ? got : 0] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    opencl_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+/* Whether OpenCL opens (asked in a child: testutil.h). */
+static void probe_opencl(void) { opencl_ok = gt_test_opencl_opens(opencl_why, sizeof opencl_why); }
 
 int main(void)
 {

@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gt/backend.h"
 #include "gt/error.h"
 #include "gt/gguf.h"
 #include "gt/synth.h"
@@ -724,4 +725,31 @@ void gt_test_require_gauntlet(void)
         printf("SKIP: %s not built\n", bin);
         exit(GT_TEST_SKIP);
     }
+}
+
+bool gt_test_opencl_opens(char *why, size_t cap)
+{
+    int fds[2];
+    why[0] = '\0';
+    if (pipe(fds) != 0) {
+        snprintf(why, cap, "pipe failed");
+        return false;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        gt_backend *b = NULL;
+        gt_err err = {{0}};
+        const int rc = gt_backend_open("opencl", NULL, &b, &err);
+        if (rc != 0 && write(fds[1], err.msg, strlen(err.msg)) < 0)
+            _exit(2);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    const ssize_t got = read(fds[0], why, cap - 1);
+    why[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }

@@ -81,6 +81,10 @@ const char *gt_test_gemma3(void);
  * ci/test.sh): its PYTHONPATH ($GT_PYORACLE, else the cache's
  * gauntlet/pyoracle), and whether it imports. */
 const char *gt_test_pyoracle(void);
+/* Whether the opencl backend opens here, asked in a forked child (PoCL's
+ * threads must not be inherited by forked cases, and a driver that crashes
+ * on probe must not take the test with it); why gets its error. */
+bool gt_test_opencl_opens(char *why, size_t cap);
 bool gt_test_have_pyoracle(void);
 
 /* A fetched model: the file $env_name names, else FILE in the fetch cache
