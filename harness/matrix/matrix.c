@@ -684,13 +684,6 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         return -1;
     m->threads = (int)threads;
     m->seed = (uint64_t)seed;
-    const cJSON *def_set = defs ? cJSON_GetObjectItemCaseSensitive(defs, "settings") : NULL;
-    gt_mx_setting *def_settings = NULL;
-    int n_def_settings = 0;
-    if (def_set && gt_matrix_parse_settings(v, def_set, "defaults.settings", &def_settings,
-                                            &n_def_settings) != 0)
-        return -1;
-
     const cJSON *arr = NULL;
     if (gt_jv_arr(v, d, "", "models", true, true, &arr) != 0)
         return -1;
@@ -715,6 +708,14 @@ static int parse_doc(gt_matrix *m, const gt_jv *v)
         return -1;
 
     if (gt_jv_arr(v, d, "", "backends", true, true, &arr) != 0)
+        return -1;
+    /* Parsed here, right before the backends take copies and it is freed:
+     * no early return in between leaks it. */
+    const cJSON *def_set = defs ? cJSON_GetObjectItemCaseSensitive(defs, "settings") : NULL;
+    gt_mx_setting *def_settings = NULL;
+    int n_def_settings = 0;
+    if (def_set && gt_matrix_parse_settings(v, def_set, "defaults.settings", &def_settings,
+                                            &n_def_settings) != 0)
         return -1;
     m->n_backends = cJSON_GetArraySize(arr);
     if (!(m->backends = calloc((size_t)m->n_backends, sizeof *m->backends))) {
