@@ -177,6 +177,13 @@ int gt_session_new(const gt_model *m, gt_backend *b, const gt_session_params *p,
         alloc(s, (size_t)hp->n_vocab * sizeof(float), &s->logits_buf, "logits", err) != 0)
         goto fail;
     s->logits_rows = 1;
+    s->out_rows = malloc(sizeof *s->out_rows * (size_t)s->n_batch);
+    s->out_entry = malloc(sizeof *s->out_entry * (size_t)s->n_batch);
+    s->out_pos = malloc(sizeof *s->out_pos * (size_t)s->n_batch);
+    if (!s->out_rows || !s->out_entry || !s->out_pos) {
+        gt_err_set(err, "out of memory");
+        goto fail;
+    }
 
     /* gemma3 makes ~50 tensors a layer, llama ~35; each further sequence
      * run in a batch adds 13 (views, RoPE, stores, attention). */
@@ -207,6 +214,9 @@ void gt_session_free(gt_session *s)
     if (s->logits_buf) bi->buffer_free(s->logits_buf);
     free(s->wbuf);
     free(s->kv_off);
+    free(s->out_rows);
+    free(s->out_entry);
+    free(s->out_pos);
     free(s->t);
     free(s->nodes);
     free(s);

@@ -182,9 +182,10 @@ static void next_ubatch(const gt_session *s, const entry *e, int n_e, const int 
 
 /* Runs one micro-batch and hands each wanted logits row to its entry. */
 static int run_ubatch(gt_session *s, const entry *e, const int *done, gt_ubatch *ub,
-                      const int32_t *out_rows, const int *out_entry, const int *out_pos,
-                      float *host, gt_err *err)
+                      gt_err *err)
 {
+    const int32_t *out_rows = s->out_rows;
+    const int *out_entry = s->out_entry, *out_pos = s->out_pos;
     const int n_vocab = s->model->hp.n_vocab;
     const gt_backend_iface *bi = s->be->iface;
     if (ub->n_out > 0 && ensure_logit_rows(s, ub->n_out, err) != 0)
@@ -219,27 +220,22 @@ static int run_ubatch(gt_session *s, const entry *e, const int *done, gt_ubatch 
         return -1;
     if (ub->n_out == 0)
         return 0;
+    /* Each entry's rows lie together and in order in logits_buf: one
+     * download straight into the caller's array per entry (one sequence
+     * alone: one download, no copy). */
     const size_t row = sizeof(float) * (size_t)n_vocab;
-    /* Straight into the caller's array when the rows are one entry's, in
-     * order (one sequence alone): the common case copies nothing. */
-    const entry *only = &e[out_entry[0]];
-    const bool direct = ub->n_runs == 1 && only->logits;
-    float *dst = direct ? only->logits + (only->all_logits ? (size_t)done[out_entry[0]] * n_vocab : 0)
-                        : host;
-    if (!direct && !host)
-        return 0;
-    if (bi->download(s->logits_buf, 0, dst, row * (size_t)ub->n_out, err) != 0)
-        return gt_err_wrap(err, "reading logits");
-    for (int k = 0; k < ub->n_out; k++) {
+    for (int k = 0, end; k < ub->n_out; k = end) {
         const entry *en = &e[out_entry[k]];
-        float *to = en->logits ? en->logits + (en->all_logits ? (size_t)(out_pos[k] - s->past[en->slot]) * n_vocab : 0)
-                               : NULL;
-        if (!to)
+        for (end = k + 1; end < ub->n_out && out_entry[end] == out_entry[k]; end++)
+            ;
+        if (!en->logits)
             continue;
-        if (!direct)
-            memcpy(to, dst + (size_t)k * n_vocab, row);
+        float *to = en->logits +
+                    (en->all_logits ? (size_t)(out_pos[k] - s->past[en->slot]) * n_vocab : 0);
+        if (bi->download(s->logits_buf, row * (size_t)k, to, row * (size_t)(end - k), err) != 0)
+            return gt_err_wrap(err, "reading logits");
         if (s->fault)
-            gt_fault_logits(s->fault, to, 1, n_vocab, out_pos[k]);
+            gt_fault_logits(s->fault, to, end - k, n_vocab, out_pos[k]);
     }
     return 0;
 }
@@ -271,23 +267,14 @@ static int eval_entries(gt_session *s, const entry *e, int n_e, gt_err *err)
 {
     if (check_entries(s, e, n_e, err) != 0)
         return -1;
-    const int nb = s->n_batch;
     int done[GT_MAX_SEQ] = {0};
-    int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)nb);
-    int *out_entry = malloc(sizeof(int) * (size_t)nb), *out_pos = malloc(sizeof(int) * (size_t)nb);
-    float *host = NULL;
-    int rc = out_rows && out_entry && out_pos ? 0 : gt_err_set(err, "out of memory");
-    int first = 0, total = 0;
+    int rc = 0, first = 0, total = 0;
     for (int i = 0; i < n_e; i++)
         total += e[i].n;
-    /* Several entries: logits come through host memory (one batch's rows). */
-    if (rc == 0 && n_e > 1 &&
-        !(host = malloc(sizeof(float) * (size_t)nb * s->model->hp.n_vocab)))
-        rc = gt_err_set(err, "out of memory for logits");
     for (int taken = 0; rc == 0 && taken < total;) {
         gt_ubatch ub;
-        next_ubatch(s, e, n_e, done, &ub, out_rows, out_entry, out_pos);
-        if (run_ubatch(s, e, done, &ub, out_rows, out_entry, out_pos, host, err) != 0) {
+        next_ubatch(s, e, n_e, done, &ub, s->out_rows, s->out_entry, s->out_pos);
+        if (run_ubatch(s, e, done, &ub, err) != 0) {
             const gt_run *r = &ub.runs[0];
             rc = gt_err_wrap(err, "evaluating tokens %d..%d", r->pos0, r->pos0 + r->n - 1);
             break;
@@ -304,10 +291,6 @@ static int eval_entries(gt_session *s, const entry *e, int n_e, gt_err *err)
     if (rc == 0)
         for (int i = 0; i < n_e; i++)
             s->past[e[i].slot] += e[i].n;
-    free(out_rows);
-    free(out_entry);
-    free(out_pos);
-    free(host);
     return rc;
 }
 

@@ -75,6 +75,10 @@ struct gt_session {
     gt_buffer *scratch;
     gt_buffer *logits_buf;
     int logits_rows;        /* rows logits_buf holds */
+    /* Per micro-batch (n_batch each): the batch row of each wanted logits
+     * row, whose entry it is and its position (session_eval.c). */
+    int32_t *out_rows;
+    int *out_entry, *out_pos;
     size_t act_offset[A_COUNT];
 
     /* Graph storage, rebuilt per batch. */
