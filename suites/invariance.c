@@ -34,16 +34,9 @@
 
 #define DECODE_STEPS 8
 
-typedef struct diff {
-    double max_abs, range, rel;
-    size_t at;   /* index of the largest difference */
-    long nonfinite;
-} diff;
-
-/* a against b (the baseline) over n values. */
-static diff compare(const float *a, const float *b, size_t n)
+gt_logit_diff gt_logit_diff_of(const float *a, const float *b, size_t n)
 {
-    diff d = {0};
+    gt_logit_diff d = {0};
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < n; i++) {
         double x = fabs((double)a[i] - b[i]);
@@ -70,7 +63,7 @@ static bool is_reference(const gt_suite_ctx *c)
 
 /* One check and its metric: finite everywhere, and on the reference
  * backend bit-identical. what says what was compared. */
-static void judge(gt_suite_ctx *c, const char *name, const diff *d, int n_vocab,
+static void judge(gt_suite_ctx *c, const char *name, const gt_logit_diff *d, int n_vocab,
                   const char *what)
 {
     const bool ref = is_reference(c);
@@ -134,7 +127,7 @@ static int check_batch_split(gt_suite_ctx *c, const gt_model *m, const int32_t *
         rc = 0;
         goto out;
     }
-    diff worst = {0};
+    gt_logit_diff worst = {0};
     int worst_nb = splits[0];
     for (int k = 0; k < n_splits; k++) {
         if (eval_all(m, c->backend, n_ctx, splits[k], 0, tokens, n, got, &e) != 0) {
@@ -142,7 +135,7 @@ static int check_batch_split(gt_suite_ctx *c, const gt_model *m, const int32_t *
             rc = 0;
             goto out;
         }
-        diff d = compare(got, base, len);
+        gt_logit_diff d = gt_logit_diff_of(got, base, len);
         if (k == 0 || d.rel > worst.rel || (d.nonfinite && !worst.nonfinite))
             worst = d, worst_nb = splits[k];
     }
@@ -263,7 +256,7 @@ static int check_parallel(gt_suite_ctx *c, const gt_model *m, const int32_t *tok
         goto out;
     }
     {
-        diff d = compare(beside, alone, len);
+        gt_logit_diff d = gt_logit_diff_of(beside, alone, len);
         char what[240];
         snprintf(what, sizeof what,
                  "%d prompt tokens + %d decode steps beside %d other sequence%s (ragged: %d "
@@ -307,17 +300,14 @@ static int check_threads(gt_suite_ctx *c, const gt_model *m, const int32_t *toke
         goto out;
     }
     gt_err e = {{0}};
-    gt_backend_config cfg = {.device = c->device, .n_threads = 1, .driver = c->driver,
-                             .n_batch = x->n_batch, .n_parallel = x->n_parallel,
-                             .kv_type = x->kv_type};
     if (eval_all(m, c->backend, n_ctx, 0, 0, tokens, n, cell, &e) != 0 ||
-        gt_backend_open(c->backend_name, &cfg, &b1, &e) != 0 ||
+        gt_suite_backend_variant(c, 1, x->kv_type, &b1, &e) != 0 ||
         eval_all(m, b1, n_ctx, 0, 0, tokens, n, one, &e) != 0) {
         gt_suite_check(c, name, false, "%s: %s", c->backend_name, e.msg);
         rc = 0;
         goto out;
     }
-    diff d = compare(cell, one, len);
+    gt_logit_diff d = gt_logit_diff_of(cell, one, len);
     char what[160], t[16] = "default";
     if (c->n_threads > 0)
         snprintf(t, sizeof t, "%d", c->n_threads);
@@ -330,6 +320,16 @@ out:
     free(cell);
     free(one);
     return rc;
+}
+
+int gt_suite_backend_variant(const gt_suite_ctx *c, int n_threads, gt_type kv_type,
+                             gt_backend **out, gt_err *err)
+{
+    const gt_exec_settings *x = &c->backend->exec;
+    const gt_backend_config cfg = {.device = c->device, .n_threads = n_threads,
+                                   .driver = c->driver, .n_batch = x->n_batch,
+                                   .n_parallel = x->n_parallel, .kv_type = kv_type};
+    return gt_backend_open(c->backend_name, &cfg, out, err);
 }
 
 int gt_invariance_run(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, int n,

@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "gt/backend.h"
 #include "gt/error.h"
 #include "gt/model.h"
 #include "suite.h"
@@ -47,6 +48,21 @@
  * tokens) with sessions of n_ctx positions on the cell's backend. Returns
  * -1 only when it could not run (out of memory); a session or eval that
  * fails is a failed check. */
+/* a against b (the baseline) over n logits: max |a - b|, where, and over
+ * b's range; non-finite differences are counted (and make rel infinite). */
+typedef struct gt_logit_diff {
+    double max_abs, range, rel;
+    size_t at; /* index of the largest difference */
+    long nonfinite;
+} gt_logit_diff;
+gt_logit_diff gt_logit_diff_of(const float *a, const float *b, size_t n);
+
+/* A fresh instance of the cell's backend (its device, driver, n_batch and
+ * n_parallel) with threads and kv_type as given: a run that differs from
+ * the cell's in that one setting (invariance_threads, kv_f16_drift). */
+int gt_suite_backend_variant(const gt_suite_ctx *c, int n_threads, gt_type kv_type,
+                             gt_backend **out, gt_err *err);
+
 int gt_invariance_run(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, int n,
                       int n_ctx, gt_err *err);
 

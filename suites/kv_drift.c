@@ -16,7 +16,8 @@
  *   opens one. */
 #include "kv_drift.h"
 
-#include <math.h>
+#include "invariance.h"
+
 #include <stdlib.h>
 
 #include "gt/backend.h"
@@ -71,10 +72,7 @@ int gt_kv_drift_run(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, i
     const gt_exec_settings *x = &c->backend->exec;
     gt_backend *b32 = c->backend;
     if (x->kv_type == GT_TYPE_F16) {
-        const gt_backend_config cfg = {.device = c->device, .n_threads = c->n_threads,
-                                       .driver = c->driver, .n_batch = x->n_batch,
-                                       .n_parallel = x->n_parallel, .kv_type = GT_TYPE_F32};
-        if (gt_backend_open(c->backend_name, &cfg, &b32, &e) != 0) {
+        if (gt_suite_backend_variant(c, c->n_threads, GT_TYPE_F32, &b32, &e) != 0) {
             gt_suite_check(c, name, false, "%s with kv_type f32: %s", c->backend_name, e.msg);
             rc = 0;
             goto out;
@@ -90,27 +88,13 @@ int gt_kv_drift_run(gt_suite_ctx *c, const gt_model *m, const int32_t *tokens, i
         goto out;
     }
     /* max |diff| over the range of the F32 logits; non-finite is a failure */
-    double mx = 0, lo = INFINITY, hi = -INFINITY;
-    size_t at = 0;
-    long nonfinite = 0;
-    for (size_t i = 0; i < len; i++) {
-        const double d = fabs((double)f16[i] - f32[i]);
-        if (!isfinite(d)) {
-            nonfinite++;
-            continue;
-        }
-        if (d > mx)
-            mx = d, at = i;
-        lo = f32[i] < lo ? f32[i] : lo;
-        hi = f32[i] > hi ? f32[i] : hi;
-    }
-    const double range = hi > lo ? hi - lo : 1, rel = nonfinite ? INFINITY : mx / range;
-    gt_suite_check(c, name, nonfinite == 0,
+    const gt_logit_diff d = gt_logit_diff_of(f16, f32, len);
+    gt_suite_check(c, name, d.nonfinite == 0,
                    "%d tokens and %d decode steps, F16 vs F32 cache: max |diff| %.3g at position "
                    "%zu (%.3g of the logit range %.3g)%s",
-                   n, DECODE_STEPS, mx, at / V, rel, range,
-                   nonfinite ? "; non-finite logits" : "");
-    gt_suite_metric(c, name, rel);
+                   n, DECODE_STEPS, d.max_abs, d.at / V, d.rel, d.range,
+                   d.nonfinite ? "; non-finite logits" : "");
+    gt_suite_metric(c, name, d.rel);
     rc = 0;
 out:
     free(f32);
