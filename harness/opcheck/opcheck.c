@@ -300,31 +300,51 @@ static void cases_kv_store(oc_list *l)
         }
 }
 
+/* What every attention case shares: q of rows x (nh * hd), the output
+ * alike, GQA heads and the 1/sqrt(hd) scale, judged at 1e-8. */
+static void attention_q(oc_case *c, int nh, int nkv, int hd, int64_t rows)
+{
+    c->n_src = 3;
+    c->src[0] = S(GT_TYPE_F32, (int64_t)nh * hd, rows, FILL_GAUSS, 0);
+    c->out_ne0 = (int64_t)nh * hd, c->out_ne1 = rows;
+    const int32_t ip[6] = {nh, nkv, hd, 0, 0, 0};
+    memcpy(c->ip, ip, sizeof ip);
+    c->fp[0] = 1.0f / sqrtf((float)hd);
+    c->threshold = 1e-8;
+}
+
+typedef struct attn_shape { int nh, nkv, hd, pos0, rows, window; } attn_shape;
+
+/* One sequence's attention over caches of type cache (rows filled up to
+ * pos0 + rows, NaN in the 5 after); desc: prefix, the shape, the window
+ * when shown. */
+static void attention_case(oc_list *l, const attn_shape *a, gt_type cache, const char *prefix,
+                           bool show_window)
+{
+    oc_case *c = add(l, GT_OP_ATTENTION, cache);
+    if (!c)
+        return;
+    attention_q(c, a->nh, a->nkv, a->hd, a->rows);
+    const int64_t kvd = (int64_t)a->nkv * a->hd, filled = a->pos0 + a->rows, n_ctx = filled + 5;
+    c->src[1] = S(cache, kvd, n_ctx, FILL_CACHE, filled);
+    c->src[2] = c->src[1];
+    c->ip[3] = a->pos0;
+    c->ip[4] = a->window;
+    int len = snprintf(c->desc, sizeof c->desc, "%sheads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d",
+                       prefix, a->nh, a->nkv, a->hd, a->pos0, a->rows);
+    if (show_window && len > 0 && (size_t)len < sizeof c->desc)
+        snprintf(c->desc + len, sizeof c->desc - (size_t)len, ",window=%d", a->window);
+}
+
 static void cases_attention(oc_list *l)
 {
-    static const struct { int nh, nkv, hd, pos0, rows; } a[] = {
-        {4, 4, 64, 0, 1},  {9, 3, 64, 0, 1},  {9, 3, 64, 100, 1}, {8, 2, 64, 5, 7},
-        {4, 2, 17, 0, 64}, {6, 2, 40, 30, 64}, {9, 3, 64, 0, 512}, {4, 1, 64, 200, 16},
-        {2, 2, 32, 0, 2},  {3, 3, 64, 37, 100},
+    static const attn_shape a[] = {
+        {4, 4, 64, 0, 1, 0},  {9, 3, 64, 0, 1, 0},  {9, 3, 64, 100, 1, 0}, {8, 2, 64, 5, 7, 0},
+        {4, 2, 17, 0, 64, 0}, {6, 2, 40, 30, 64, 0}, {9, 3, 64, 0, 512, 0}, {4, 1, 64, 200, 16, 0},
+        {2, 2, 32, 0, 2, 0},  {3, 3, 64, 37, 100, 0},
     };
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
-        if (!c)
-            continue;
-        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
-        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
-        c->n_src = 3;
-        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
-        c->src[1] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
-        c->src[2] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
-        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
-        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, 0, 0};
-        memcpy(c->ip, ip, sizeof ip);
-        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
-        c->threshold = 1e-8;
-        snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d", a[i].nh,
-                 a[i].nkv, a[i].hd, a[i].pos0, a[i].rows);
-    }
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        attention_case(l, &a[i], GT_TYPE_F32, "", false);
 }
 
 /* Gemma 3's ops, appended after every older case (their inputs unchanged):
@@ -351,28 +371,12 @@ static void cases_gemma(oc_list *l)
                 snprintf(c->desc, sizeof c->desc, "n=%lld,rows=%lld%s", (long long)n,
                          (long long)rows, inplace ? ",in-place" : "");
             }
-    static const struct { int nh, nkv, hd, pos0, rows, window; } a[] = {
+    static const attn_shape a[] = {
         {4, 1, 64, 600, 1, 512}, {4, 1, 64, 40, 16, 8},  {4, 1, 64, 0, 100, 32},
         {2, 2, 32, 3, 2, 512},   {9, 3, 64, 90, 64, 48}, {4, 1, 256, 10, 7, 1},
     };
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
-        if (!c)
-            continue;
-        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
-        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
-        c->n_src = 3;
-        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
-        c->src[1] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
-        c->src[2] = S(GT_TYPE_F32, kvd, n_ctx, FILL_CACHE, filled);
-        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
-        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].window, 0};
-        memcpy(c->ip, ip, sizeof ip);
-        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
-        c->threshold = 1e-8;
-        snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d,window=%d",
-                 a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].rows, a[i].window);
-    }
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        attention_case(l, &a[i], GT_TYPE_F32, "", true);
 }
 
 /* Several sequences in one graph (gt_session_eval_seqs): ragged runs of q
@@ -391,11 +395,9 @@ static void cases_sequences(oc_list *l)
         oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F32);
         if (!c)
             continue;
-        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
-        const int64_t slot = 72;
+        const int64_t kvd = (int64_t)a[i].nkv * a[i].hd, slot = 72;
         int64_t rows = 0;
         c->n_seq = a[i].n;
-        c->n_src = 3;
         c->src[1] = S(GT_TYPE_F32, kvd, slot * a[i].n, FILL_SLOTS, slot);
         for (int j = 0; j < a[i].n; j++) {
             rows += a[i].rows[j];
@@ -404,13 +406,8 @@ static void cases_sequences(oc_list *l)
             c->seq_window[j] = a[i].window[j];
             c->src[1].filled[j] = a[i].pos0[j] + a[i].rows[j];
         }
+        attention_q(c, a[i].nh, a[i].nkv, a[i].hd, rows);
         c->src[2] = c->src[1];
-        c->src[0] = S(GT_TYPE_F32, qd, rows, FILL_GAUSS, 0);
-        c->out_ne0 = qd, c->out_ne1 = rows;
-        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, 0, 0, 0};
-        memcpy(c->ip, ip, sizeof ip);
-        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
-        c->threshold = 1e-8;
         snprintf(c->desc, sizeof c->desc, "heads=%d,kv_heads=%d,hd=%d,sequences=%d,rows=%lld",
                  a[i].nh, a[i].nkv, a[i].hd, a[i].n, (long long)rows);
     }
@@ -438,29 +435,12 @@ static void cases_kv_f16(oc_list *l)
         snprintf(c->desc, sizeof c->desc, "f16 cache,kv_dim=%lld,pos0=%lld,rows=%lld,n_ctx=%lld",
                  (long long)kvd, (long long)at[ai][1], (long long)at[ai][2], (long long)n_ctx);
     }
-    static const struct { int nh, nkv, hd, pos0, rows, window; } a[] = {
+    static const attn_shape a[] = {
         {4, 4, 64, 0, 1, 0},   {9, 3, 64, 100, 1, 0}, {8, 2, 64, 5, 7, 0}, {4, 2, 17, 0, 64, 0},
         {9, 3, 64, 0, 300, 0}, {4, 1, 64, 40, 16, 8}, {4, 1, 256, 10, 7, 1}, {8, 4, 8, 30, 37, 0},
     };
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        oc_case *c = add(l, GT_OP_ATTENTION, GT_TYPE_F16);
-        if (!c)
-            continue;
-        const int64_t qd = (int64_t)a[i].nh * a[i].hd, kvd = (int64_t)a[i].nkv * a[i].hd;
-        const int64_t filled = a[i].pos0 + a[i].rows, n_ctx = filled + 5;
-        c->n_src = 3;
-        c->src[0] = S(GT_TYPE_F32, qd, a[i].rows, FILL_GAUSS, 0);
-        c->src[1] = S(GT_TYPE_F16, kvd, n_ctx, FILL_CACHE, filled);
-        c->src[2] = S(GT_TYPE_F16, kvd, n_ctx, FILL_CACHE, filled);
-        c->out_ne0 = qd, c->out_ne1 = a[i].rows;
-        const int32_t ip[6] = {a[i].nh, a[i].nkv, a[i].hd, a[i].pos0, a[i].window, 0};
-        memcpy(c->ip, ip, sizeof ip);
-        c->fp[0] = 1.0f / sqrtf((float)a[i].hd);
-        c->threshold = 1e-8;
-        snprintf(c->desc, sizeof c->desc,
-                 "f16 caches,heads=%d,kv_heads=%d,hd=%d,pos0=%d,rows=%d,window=%d", a[i].nh,
-                 a[i].nkv, a[i].hd, a[i].pos0, a[i].rows, a[i].window);
-    }
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        attention_case(l, &a[i], GT_TYPE_F16, "f16 caches,", true);
 }
 
 /* Mixture-of-experts ops (qwen3moe), appended after every older case:
