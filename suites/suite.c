@@ -46,6 +46,35 @@ static void vresult(gt_suite_ctx *c, const char *check, gt_status st, const char
     c->host->result(c->host_data, c->suite->name, check, st, msg);
 }
 
+int gt_suite_ints(const gt_suite_ctx *c, const char *name, int64_t *out, int max, gt_err *err)
+{
+    const cJSON *v = gt_suite_setting(c, name);
+    if (!v)
+        return 0;
+    if (cJSON_IsObject(v)) {
+        const cJSON *mine = cJSON_GetObjectItemCaseSensitive(v, c->model_id);
+        v = mine ? mine : cJSON_GetObjectItemCaseSensitive(v, "*");
+        if (!v)
+            return gt_err_set(err, "setting %s names neither model %s nor \"*\"", name,
+                              c->model_id);
+    }
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v)
+        if (n < max)
+            out[n++] = (int64_t)e->valuedouble;
+    return n;
+}
+
+void gt_suite_point(gt_suite_ctx *c, const char *series, double x, double y)
+{
+    if (c->host->point)
+        c->host->point(c->host_data, c->suite->name, series, x, y);
+    else
+        gt_suite_log(c, "%s.%s: (%g, %g) (this host keeps no series)", c->suite->name, series, x,
+                     y);
+}
+
 void gt_suite_result(gt_suite_ctx *c, const char *check, gt_status st, const char *fmt, ...)
 {
     va_list ap;

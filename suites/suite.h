@@ -84,6 +84,7 @@ typedef enum gt_setting_type {
     GT_SET_BOOL,
     GT_SET_STR,
     GT_SET_STRINGS, /* array of strings */
+    GT_SET_INTS,    /* array of integers, or an object: model id (or "*") -> array of integers */
 } gt_setting_type;
 
 /* A tier setting a suite reads ("settings": {"smoke": {"n_tokens": 16}}). */
@@ -125,6 +126,8 @@ typedef struct gt_suite_host {
     int (*ref_get)(void *hd, const char *key, void **data, size_t *size, gt_err *err);
     int (*ref_put)(void *hd, const char *key, const char *meta, const void *data, size_t size,
                    gt_err *err);
+    /* One point of a named series of this cell (gt_suite_point). */
+    void (*point)(void *hd, const char *suite, const char *series, double x, double y);
 } gt_suite_host;
 
 #define GT_SUITE_LOC_TOKENS 64
@@ -173,6 +176,13 @@ struct gt_suite_ctx {
     int32_t loc_tokens[GT_SUITE_LOC_TOKENS];
     int n_loc_tokens;
     char loc_what[96];
+    /* Set by the long suite when a checkpoint fails: the text's tokens up to
+     * that checkpoint (malloc'ed; the worker frees them) and the first
+     * position the localizer compares node by node (the ones before it only
+     * fill the KV cache). Used instead of loc_tokens when n_loc_long > 0. */
+    int32_t *loc_long;
+    int n_loc_long;
+    int loc_long_from;
 };
 
 /* The suite table. */
@@ -191,6 +201,10 @@ bool gt_suite_check(gt_suite_ctx *c, const char *check, bool ok, const char *fmt
  * it; returns the verdict (GT_ST_PASS, GT_ST_FAIL, or GT_ST_PENDING for
  * "info": no tolerance). The name must be in the suite's metric table. */
 gt_status gt_suite_metric(gt_suite_ctx *c, const char *name, double value);
+/* One point (x, y) of the cell's series `series` (the long suite's drift
+ * against depth: x a position, y a KL): stored with the cell, drawn by the
+ * report's details. Not a verdict: the checks judge; a series shows. */
+void gt_suite_point(gt_suite_ctx *c, const char *series, double x, double y);
 /* Diagnostics to the cell's log (stderr of the worker, kept by the runner). */
 void gt_suite_log(gt_suite_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -198,6 +212,11 @@ void gt_suite_log(gt_suite_ctx *c, const char *fmt, ...) __attribute__((format(p
 const cJSON *gt_suite_setting(const gt_suite_ctx *c, const char *name);
 int64_t gt_suite_int(const gt_suite_ctx *c, const char *name, int64_t def);
 double gt_suite_num(const gt_suite_ctx *c, const char *name, double def);
+/* A GT_SET_INTS setting for this cell's model: the array itself, or the
+ * object's entry for ctx->model_id, else its "*". Writes at most max values
+ * and returns how many; 0 when the setting is absent, -1 (err) when the
+ * object names neither the model nor "*". */
+int gt_suite_ints(const gt_suite_ctx *c, const char *name, int64_t *out, int max, gt_err *err);
 bool gt_suite_bool(const gt_suite_ctx *c, const char *name, bool def);
 const char *gt_suite_str(const gt_suite_ctx *c, const char *name, const char *def);
 

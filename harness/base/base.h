@@ -5,7 +5,8 @@
  * and what the verbs and the libraries under them share: number parsing,
  * opening a model + backend + session from the common options
  * (cli_common.h), and chat templates recognized by family and rendered to
- * tokens (chat_template.h), the machine's read bandwidth (read_bandwidth.h).
+ * tokens (chat_template.h), the machine's read bandwidth (read_bandwidth.h),
+ * the long-context passkey prompt (passkey.h).
  *
  * May use: the runtime's public headers (gt/), cJSON. Nothing else of the
  * harness. */
@@ -15,6 +16,7 @@
 #include "chat_template.h"
 #include "cli_common.h"
 #include "jsonv.h"
+#include "passkey.h"
 #include "read_bandwidth.h"
 #include "sha256.h"
 #include "status.h"

@@ -475,6 +475,24 @@ static int parse_gate(const gt_jv *v, const cJSON *node, const char *path, gt_mx
     return 0;
 }
 
+static bool int_array(const cJSON *a)
+{
+    bool ok = cJSON_IsArray(a);
+    for (const cJSON *e = a ? a->child : NULL; ok && e; e = e->next)
+        ok = cJSON_IsNumber(e) && e->valuedouble == floor(e->valuedouble);
+    return ok;
+}
+
+static bool ints_setting(const cJSON *c)
+{
+    if (!cJSON_IsObject(c))
+        return int_array(c);
+    bool ok = true;
+    for (const cJSON *e = c->child; ok && e; e = e->next)
+        ok = int_array(e);
+    return ok;
+}
+
 static int parse_settings(const gt_jv *v, const cJSON *settings, const char *path,
                           const gt_mx_tier *t)
 {
@@ -519,6 +537,10 @@ static int parse_settings(const gt_jv *v, const cJSON *settings, const char *pat
                 for (const cJSON *e = c->child; ok && e; e = e->next)
                     ok = cJSON_IsString(e);
                 want = "an array of strings";
+                break;
+            case GT_SET_INTS:
+                ok = ints_setting(c);
+                want = "an array of integers, or an object of them by model id";
                 break;
             }
             if (!ok)

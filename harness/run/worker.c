@@ -224,7 +224,7 @@ static int host_ref_put(void *hd, const char *key, const char *meta, const void 
     return 0;
 }
 
-static const gt_suite_host HOST = {host_result, host_metric, host_ref_get, host_ref_put};
+static const gt_suite_host HOST = {host_result, host_metric, host_ref_get, host_ref_put, NULL};
 
 static void skip(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void skip(worker *w, const char *fmt, ...)
