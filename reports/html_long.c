@@ -175,9 +175,10 @@ static void drift_svg(FILE *f, const gt_rep_cell *c, const double *marks, int n_
         gt_report_num(tol, t, sizeof t);
         double y = px_y(ylo, yhi, tol);
         fprintf(f, "<line class=\"tol\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
-                   "<text class=\"tol\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">tolerance %s %s "
-                   "(drift_kld_mean, gated at the deepest checkpoint)</text>\n",
-                ML, y, SW - MR, y, SW - MR - 4, y - 4, tm->comparator, t);
+                   "<text class=\"tol\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">tolerance ",
+                ML, y, SW - MR, y, SW - MR - 4, y - 4);
+        E(tm->comparator);
+        fprintf(f, " %s (drift_kld_mean, gated at the deepest checkpoint)</text>\n", t);
     }
     fprintf(f, "<polyline class=\"drift\" data-n=\"%d\" points=\"", n);
     for (int i = 0; i < n; i++)

@@ -28,6 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "../harness/store/db.c"
 #include "report_fixture.c"
 #include "testutil.h"
@@ -72,10 +74,14 @@ static int64_t make_report(int n, const char *html, const char *plain_html)
     ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --html %s", GAUNTLET, db_path,
                                 (long long)run, html),
                      0);
-    if (plain_html)
+    if (plain_html) {
         ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --html %s", GAUNTLET, db_path,
                                     (long long)plain, plain_html),
                          0);
+        ck_assert_int_eq(gt_test_sh("%s report --db %s --run %lld --json %s.json --markdown %s.md",
+                                    GAUNTLET, db_path, (long long)run, html, html),
+                         0);
+    }
     return cell;
 }
 
@@ -173,6 +179,43 @@ START_TEST(long_part_in_html)
                                      "<td class=\"num\">220.0</td>"));
     free(one);
     free(h);
+
+    /* The JSON report carries the points: the long cell's 48 drift points
+     * (the NaN as null) and 9 kv/rss points, no other cell any. */
+    char jpath[600];
+    snprintf(jpath, sizeof jpath, "%s.json", html);
+    char *jt = gt_test_slurp(jpath);
+    ck_assert_ptr_nonnull(jt);
+    cJSON *root = cJSON_Parse(jt);
+    ck_assert_ptr_nonnull(root);
+    int n_long = 0, n_other = 0, n_null = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cells"))
+    {
+        const cJSON *sr = cJSON_GetObjectItem(c, "series"), *pt;
+        ck_assert(cJSON_IsArray(sr));
+        bool is_long = !strcmp(cJSON_GetObjectItem(c, "cell_id")->valuestring, LONG_CELL);
+        cJSON_ArrayForEach(pt, sr)
+        {
+            is_long ? n_long++ : n_other++;
+            n_null += cJSON_IsNull(cJSON_GetObjectItem(pt, "y"));
+        }
+    }
+    ck_assert_int_eq(n_long, FX_LONG_DRIFT_POINTS + 9);
+    ck_assert_int_eq(n_other, 0);
+    ck_assert_int_eq(n_null, 1);
+    cJSON_Delete(root);
+    free(jt);
+
+    /* The Markdown summary's line for it. */
+    char mpath[600];
+    snprintf(mpath, sizeof mpath, "%s.md", html);
+    char *md = gt_test_slurp(mpath);
+    ck_assert_ptr_nonnull(md);
+    ck_assert_ptr_nonnull(strstr(md, "### Long context"));
+    ck_assert_ptr_nonnull(strstr(md, "| `m0/f32/cpu/openblas` | 8 / 9 | 8 / 9 | 8e-07 at 8192 "
+                                     "(&lt;= 0.0001) | 1.000 |"));
+    free(md);
 
     /* No long data: no section, no link, nothing half-drawn. */
     ck_assert_int_eq(gt_test_sh("xmllint --noout %s", plain), 0);
