@@ -64,9 +64,12 @@ static const char *matrix(const char *name, const char *lengths)
 START_TEST(long_checks_are_recorded_judged_and_cached)
 {
     const char *m = matrix("m.json", "[256, 512]");
-    int rc = run(BIN " qualify '%s' --tier long --db a.sqlite --run-id one", m);
+    int rc = run(BIN " qualify '%s' --tier long --db a.sqlite --run-id one --html a.html", m);
     ck_assert_msg(rc == 0, "exit %d:\n%.3000s", rc, g_out);
     ck_assert_ptr_nonnull(strstr(g_out, "gate: PASS"));
+    /* the report's long part: both cells, the drift drawn */
+    ck_assert_int_eq(run("grep -c 'id=\"long-c' a.html"), 0);
+    ck_assert_int_eq(run("grep -c '<polyline' a.html"), 0);
     sqlite3 *h = db_open("a.sqlite");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM cells WHERE status = 'pass'"), 2);
     for (int i = 0; i < 2; i++) {
@@ -95,6 +98,17 @@ START_TEST(long_checks_are_recorded_judged_and_cached)
                      4);
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM ref_cache WHERE meta = 'long drift summaries'"),
                      2);
+    /* the series the report draws: 4 drift points per checkpoint (32
+     * positions in bins of 8), K/V bytes, plan and RSS per length */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM series WHERE suite = 'long' AND name ="
+                              " 'drift_kld'"),
+                     2 * 8);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM series WHERE name = 'drift_kld' AND x = 511"),
+                     2);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM series a JOIN series b ON a.cell = b.cell AND"
+                              " a.x = b.x WHERE a.name = 'kv_bytes' AND b.name = 'kv_plan' AND"
+                              " a.y = b.y AND a.y > 0"),
+                     2 * 2);
     /* the cpu cell is judged against the reference, not itself */
     ck_assert_ptr_nonnull(strstr(q_text(h, "SELECT r.message FROM results r JOIN cells c ON"
                                            " c.id = r.cell WHERE c.backend = 'cpu' AND"
