@@ -257,7 +257,8 @@ static int run_pass(const gt_model *m, gt_backend *b, pass *p, const int32_t *to
 {
     /* Spare positions past the prompt: what a node reading past the causal
      * limit (attn-overread) finds there is unwritten cache, not a refusal. */
-    gt_session_params sp = {.n_ctx = n + 8, .n_batch = from == 0 ? n : n - from > 64 ? n - from : 64};
+    const int batch = from == 0 ? n : n - from > 64 ? n - from : 64;
+    gt_session_params sp = {.n_ctx = n + 8, .n_batch = batch};
     gt_session *s;
     if (gt_session_new(m, b, &sp, &s, err) != 0)
         return -1;
