@@ -5,7 +5,9 @@
 # settings. Tolerances and gate are the shipped ones; only what would name
 # a cell that no longer exists goes (a matrix is refused when a tolerance
 # override or an optional-gate rule matches no cell), so every cell left is
-# judged exactly as in the shipped matrix.
+# judged exactly as in the shipped matrix. Survivors keep only the kept
+# tier in their "tiers" (the script reads them from the shipped matrix; a
+# tier name that is gone would make the cut-down matrix invalid).
 def glob(s): ("^" + (s | gsub("\\."; "\\.") | gsub("\\*"; ".*") | gsub("\\?"; ".")) + "$");
 def any_match(pat; ids): [ids[] | select(test(glob(pat)))] | length > 0;
 def bid: if type == "string" then . else .id end;
@@ -31,3 +33,5 @@ def bid: if type == "string" then . else .id end;
     | .settings = (((.settings // {}) | with_entries(select(.key as $s | $drop | index($s) | not)))
                    * $settings))}
 | .default_tier = $tier
+| if .survivors then .survivors = [.survivors[] | select(.tiers == null or (.tiers | index($tier)))
+                                   | if .tiers then .tiers = [$tier] else . end] else . end

@@ -82,6 +82,7 @@ PRE['gauntlet merge all.sqlite s1.sqlite s2.sqlite s3.sqlite s4.sqlite']='for k 
 entry 'gauntlet db gate all.sqlite' run
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a cpu --b opencl --prompts suites/prompts/stories.jsonl -n 64 [--quant q4_0] [--json out.json]' opencl
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a reference --b cpu --localize -p "Once upon a time" [--json out.json] [--html out.html]' run
+entry 'gauntlet compare -m ../shared/models/stories260K.gguf --a reference --b cpu --localize --passkey 400 [--from 380]' run
 entry 'gauntlet compare -m ../shared/models/stories260K.gguf --b cpu --sweep n_batch,n_parallel,threads [--json out.json]' run
 entry 'gauntlet --help' run
 entry 'gauntlet devices [--json]' run

@@ -9,7 +9,10 @@
  * the clean ones: a scaled row is the clean row times (1 + X), a swap
  * exchanges exactly two columns, kv-decode-drop@N leaves the batch and the
  * decode before N identical to the bit and changes decode from N on,
- * graph-drop-last changes the reference's logits too. The cases also check
+ * graph-drop-last changes the reference's logits too, pos-wrap@N leaves
+ * every position below N identical to the bit and changes every one from N
+ * on, in the batch (which it splits into RoPE pieces) as in decode (one
+ * position at a time), which agree with each other. The cases also check
  * gt_fault_active, so a case that ran with another case's parse fails. */
 #include "testutil.h"
 
@@ -287,6 +290,59 @@ START_TEST(attn_window)
 }
 END_TEST
 
+/* Positions below N keep every bit and every one from N on moves, on both
+ * backends. The batch of 8 crosses N (6) once, or N (3) twice, so it is
+ * roped in pieces; decode ropes one position at a time. Both wrap the same
+ * positions, so the faulted batch rows agree with the faulted decode rows
+ * as closely as the clean ones do (the pieces rotate the right rows by the
+ * right positions). */
+static void expect_pos_wrap(const char *fault, int n, int bi)
+{
+    logits *c = load_clean(f32_path, bi), *f = faulted(f32_path, bi);
+    for (int p = 0; p < N_DEC; p++) {
+        const bool same_dec = rows_equal(c->dec + p * NV, f->dec + p * NV);
+        ck_assert_msg(same_dec == (p < n), "%s on %s, decode position %d: %s", fault, BACKENDS[bi],
+                      p, same_dec ? "unchanged at or past N" : "changed before N");
+        if (p >= N_PRE)
+            continue;
+        const bool same_pre = rows_equal(c->pre + p * NV, f->pre + p * NV);
+        ck_assert_msg(same_pre == (p < n), "%s on %s, batch position %d: %s", fault, BACKENDS[bi],
+                      p, same_pre ? "unchanged at or past N" : "changed before N");
+        ck_assert_msg(same_pre || max_abs_diff(c->pre + p * NV, f->pre + p * NV, NV) > 1e-3,
+                      "%s on %s, batch position %d moved by rounding only", fault, BACKENDS[bi],
+                      p);
+    }
+    const double clean = max_abs_diff(c->pre, c->dec, N_PRE * NV);
+    const double wrapped = max_abs_diff(f->pre, f->dec, N_PRE * NV);
+    ck_assert_msg(wrapped <= 4 * clean + 1e-5,
+                  "%s on %s: the batch's pieces and decode disagree by %g (clean: %g)", fault,
+                  BACKENDS[bi], wrapped, clean);
+    free(c);
+    free(f);
+}
+
+START_TEST(pos_wrap)
+{
+    set_fault("pos-wrap@6", NULL);
+    for (int bi = 0; bi < 2; bi++) {
+        ck_assert_str_eq(gt_fault_active(BACKENDS[bi]), "pos-wrap@6");
+        expect_pos_wrap("pos-wrap@6", 6, bi);
+    }
+}
+END_TEST
+
+START_TEST(pos_wrap_twice)
+{
+    set_fault("pos-wrap@3", "cpu");
+    ck_assert_str_eq(gt_fault_active("reference"), "");
+    expect_pos_wrap("pos-wrap@3", 3, 1);
+    logits *c = load_clean(f32_path, 0), *f = faulted(f32_path, 0);
+    ck_assert_msg(!memcmp(c, f, sizeof *c), "GT_FAULT_BACKEND=cpu: the reference must stay clean");
+    free(c);
+    free(f);
+}
+END_TEST
+
 /* What a session refuses, naming the entry; a harness entry (with a cell
  * glob and a kind that is not the runtime's) is left to the harness. */
 static void expect_refused(const char *fault, const char *want)
@@ -319,6 +375,8 @@ START_TEST(refused)
     expect_refused("graph-drop-last=1", "takes no argument");
     expect_refused("kv-decode-drop=4", "kv-decode-drop@");
     expect_refused("rope-mode@x", "KIND@LAYER");
+    expect_refused("pos-wrap=4096", "pos-wrap@");
+    expect_refused("pos-wrap@0", "'pos-wrap@0': argument is not a number in range");
 }
 END_TEST
 
@@ -392,6 +450,8 @@ int main(void)
     tcase_add_test(tc, graph_drop_last);
     tcase_add_test(tc, kv_decode_drop);
     tcase_add_test(tc, attn_window);
+    tcase_add_test(tc, pos_wrap);
+    tcase_add_test(tc, pos_wrap_twice);
     tcase_add_test(tc, refused);
     tcase_add_test(tc, harness_entry_left_alone);
     suite_add_tcase(s, tc);

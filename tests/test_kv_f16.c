@@ -274,7 +274,7 @@ START_TEST(localizer_on_f16)
     int32_t ids[16];
     prompt_of(m, ids, 16);
     gt_loc_result r = {0};
-    ck_assert_msg(gt_loc_run(m, ref, m, cpu, ids, 16, &r, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_loc_run(m, ref, m, cpu, ids, 16, 0, &r, &err) == 0, "%s", err.msg);
     int stores = 0;
     for (int i = 0; i < r.n; i++)
         stores += strstr(r.nodes[i].name, "k_store") != NULL;

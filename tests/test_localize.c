@@ -8,6 +8,12 @@
  *     with an added NMSE beyond its tolerance (so it was added by that node
  *     on identical inputs), and the reference side stays clean;
  *   - --html writes the page with the node marked;
+ *   - at length: GT_FAULT=pos-wrap@32 on cpu, 48 tokens compared from 40
+ *     (--from: 0..39 only fill the cache) names blk.0.q_rope, and only
+ *     ROPE nodes add NMSE on identical inputs (attention is fed the
+ *     reference's cache, its prefill included); clean, nothing diverges;
+ *     --passkey N builds the long suite's prompt of N tokens and compares
+ *     its last 16; bad --from/--passkey uses are refused (exit 2);
  *   - a qualification with a faulted cpu records check accuracy.localize
  *     naming the node, and the HTML report shows it; --no-localize records
  *     no such check; a clean one passes with none.
@@ -144,6 +150,118 @@ START_TEST(html_marks_the_node)
 }
 END_TEST
 
+/* --- at length: --from and --passkey ------------------------------------- */
+
+#define LONG_PROMPT                                                                                \
+    "\"Once upon a time there was a little girl named Lily who loved to play outside in the "    \
+    "park with her friends every day. One day she saw a big red ball under a tree and she "       \
+    "ran to get it.\""
+
+/* compare --localize with extra arguments; the JSON parsed in *root. */
+static int localize_args(const char *env, const char *args, cJSON **root, char **text)
+{
+    char json[512], out[512];
+    snprintf(json, sizeof json, "%s", gt_test_tmp("locl.json"));
+    snprintf(out, sizeof out, "%s", gt_test_tmp("locl.txt"));
+    remove(json);
+    int rc = gt_test_sh("%s %s compare -m %s --a reference --b cpu --localize %s --json %s > %s "
+                        "2>&1",
+                        env, GAUNTLET, model, args, json, out);
+    char *j = gt_test_slurp(json);
+    *root = j ? cJSON_Parse(j) : NULL;
+    free(j);
+    *text = gt_test_slurp(out);
+    ck_assert_ptr_nonnull(*text);
+    return rc;
+}
+
+/* The divergence is blk.0.q_rope, and only ROPE nodes (q_rope, k_rope of
+ * every layer) add NMSE on identical inputs: were attention not fed the
+ * reference's cache, the wrapped keys of positions 32..39 that the cpu's own
+ * prefill wrote would make every kqv add it too. */
+static void expect_wrap_at_rope(const cJSON *root, const char *text, int tokens, int from)
+{
+    ck_assert_msg(root, "no JSON:\n%s", text);
+    ck_assert_int_eq(cJSON_GetObjectItem(root, "tokens")->valueint, tokens);
+    ck_assert_int_eq(cJSON_GetObjectItem(root, "from")->valueint, from);
+    const cJSON *d = cJSON_GetObjectItem(root, "divergence");
+    ck_assert_msg(cJSON_IsObject(d), "no divergence:\n%s", text);
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "node")->valuestring, "blk.0.q_rope");
+    ck_assert_str_eq(cJSON_GetObjectItem(d, "op")->valuestring, "ROPE");
+    int beyond = 0;
+    const cJSON *n;
+    cJSON_ArrayForEach(n, cJSON_GetObjectItem(root, "nodes"))
+    {
+        const char *name = cJSON_GetObjectItem(n, "node")->valuestring;
+        const double added = cJSON_GetObjectItem(n, "added_nmse")->valuedouble;
+        if (added <= cJSON_GetObjectItem(n, "tolerance")->valuedouble)
+            continue;
+        beyond++;
+        ck_assert_msg(strstr(name, "_rope"), "%s adds NMSE %g on identical inputs", name, added);
+    }
+    ck_assert_int_ge(beyond, 2); /* q_rope and k_rope at least */
+}
+
+START_TEST(pos_wrap_localized_from)
+{
+    cJSON *root;
+    char *text;
+    int rc = localize_args("GT_FAULT=pos-wrap@32 GT_FAULT_BACKEND=cpu",
+                           "-p " LONG_PROMPT " --max-tokens 48 --from 40", &root, &text);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, text);
+    ck_assert_msg(strstr(text, "over positions 40..47 of 48 tokens"), "%s", text);
+    expect_wrap_at_rope(root, text, 48, 40);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "nodes")), 5 * 17 + 3);
+    cJSON_Delete(root);
+    free(text);
+
+    rc = localize_args("", "-p " LONG_PROMPT " --max-tokens 48 --from 40", &root, &text);
+    ck_assert_msg(rc == 0 && strstr(text, "no node beyond tolerance"), "clean: exit %d:\n%s", rc,
+                  text);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_int_eq(cJSON_GetObjectItem(root, "from")->valueint, 40);
+    cJSON_Delete(root);
+    free(text);
+}
+END_TEST
+
+/* The passkey prompt of 400 tokens (the stories vocabulary needs about 170
+ * for the instruction, key and question), its last 16 compared by default. */
+START_TEST(pos_wrap_localized_passkey)
+{
+    cJSON *root;
+    char *text;
+    int rc = localize_args("GT_FAULT=pos-wrap@256 GT_FAULT_BACKEND=cpu", "--passkey 400", &root,
+                           &text);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, text);
+    expect_wrap_at_rope(root, text, 400, 384);
+    cJSON_Delete(root);
+    free(text);
+    rc = localize_args("", "--passkey 400", &root, &text);
+    ck_assert_msg(rc == 0 && strstr(text, "no node beyond tolerance"), "clean: exit %d:\n%s", rc,
+                  text);
+    cJSON_Delete(root);
+    free(text);
+}
+END_TEST
+
+START_TEST(length_usage_errors)
+{
+    static const char *const bad[] = {
+        "--localize --passkey 400 -p x",      /* two prompts */
+        "--localize -p x --from 5",            /* from past the prompt's end */
+        "--localize --passkey 20",             /* too short for the key and question */
+        "--prompts p.jsonl --from 3",          /* --from without --localize */
+        "--localize --passkey 0",              /* out of range */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const int rc = gt_test_sh("%s compare -m %s --a reference --b cpu %s > /dev/null 2>&1",
+                                  GAUNTLET, model, bad[i]);
+        ck_assert_msg(rc == 2, "%s: exit %d, want 2", bad[i], rc);
+    }
+}
+END_TEST
+
 /* --- the worker localizes a failed accuracy cell -------------------------- */
 
 static char g_dir[4096], g_out[1 << 16];
@@ -236,6 +354,9 @@ int main(void)
     tcase_add_test(t, clean_run_has_no_divergence);
     tcase_add_loop_test(t, faults_on_cpu, 0, 4);
     tcase_add_test(t, html_marks_the_node);
+    tcase_add_test(t, pos_wrap_localized_from);
+    tcase_add_test(t, pos_wrap_localized_passkey);
+    tcase_add_test(t, length_usage_errors);
     tcase_add_test(t, qualify_records_the_divergence);
     char why[600];
     const bool ocl = opencl_usable(why, sizeof why);

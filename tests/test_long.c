@@ -151,11 +151,13 @@ START_TEST(position_fault_fails_only_the_long_checkpoint_past_it)
     ck_assert_int_eq(CELL_CHECKS(h, "%/cpu/%", "drift_L256", "pass"), 1);
     ck_assert_int_eq(CELL_CHECKS(h, "%/cpu/%", "drift_L512", "fail"), 1);
     ck_assert_int_eq(CELL_CHECKS(h, "%/cpu/%", "kv_L%", "fail"), 0);
-    /* the localizer ran on the long text and names a RoPE node */
-    const char *loc = q_text(h, "SELECT r.message FROM results r JOIN cells c ON c.id = r.cell"
-                                " WHERE c.run_id = %s AND c.backend = 'cpu' AND r.check_name ="
-                                " 'localize'", run_key);
-    ck_assert_msg(loc && strstr(loc, "rope"), "localize: %s", loc ? loc : "(none)");
+    /* the localizer ran on the long text (long.localize, a failure) and
+     * names layer 0's Q RoPE, the first node the wrap touches */
+    const char *loc = q_text(h, "SELECT r.status || ': ' || r.message FROM results r JOIN cells c"
+                                " ON c.id = r.cell WHERE c.run_id = %s AND c.backend = 'cpu' AND"
+                                " r.suite = 'long' AND r.check_name = 'localize'", run_key);
+    ck_assert_msg(loc && strncmp(loc, "fail: diverges at blk.0.q_rope (ROPE", 36) == 0,
+                  "localize: %s", loc ? loc : "(none)");
     sqlite3_close(h);
 }
 END_TEST

@@ -43,8 +43,8 @@ static void help(FILE *f)
             "                        --prompts FILE.jsonl [-n 64] [--quant Q] [--seed S]\n"
             "                        [-t THREADS] [--html OUT] [--json OUT]\n"
             "       gauntlet compare -m MODEL --a BACKEND[:DRIVER] --b BACKEND[:DRIVER]\n"
-            "                        --localize -p TEXT [--max-tokens 32] [-t THREADS]\n"
-            "                        [--json OUT] [--html OUT]\n"
+            "                        --localize (-p TEXT [--max-tokens 32] | --passkey N\n"
+            "                        [--seed S]) [--from P] [-t THREADS] [--json OUT] [--html OUT]\n"
             "       gauntlet compare --db FILE --run A --run B [--threshold PCT] [--all]\n"
             "                        [--json OUT]\n"
             "       gauntlet compare -m MODEL --b BACKEND[:DRIVER] --sweep n_batch,n_parallel,threads\n"
@@ -60,7 +60,13 @@ static void help(FILE *f)
             "  node in graph order with NMSE, max |d| and cosine of B vs A, the NMSE the\n"
             "  node adds on identical inputs, and its op's test-ops tolerance. The first\n"
             "  node beyond tolerance on identical inputs is the divergence point; exit 1\n"
-            "  when there is one, 0 when none.\n"
+            "  when there is one, 0 when none. --passkey N: the prompt is the long suite's\n"
+            "  passkey prompt of exactly N tokens (key at half depth, --seed S, default 0),\n"
+            "  for a fault that shows only deep in a context. --from P: positions 0..P-1\n"
+            "  only fill each side's K/V cache (in micro-batches, not compared) and\n"
+            "  positions P.. are compared in one batch, with attention fed A's cache on\n"
+            "  the third run; the capture then costs the memory of n - P tokens' nodes.\n"
+            "  Default: 0 with -p (every token), N - 16 with --passkey.\n"
             "  Two runs: status changes and metric deltas (beyond --threshold, default 5%%;\n"
             "  --all: every metric that moved), cell by cell. Runs are ids or run keys.\n"
             "  --sweep: which execution setting breaks B. One prompt runs on A (default\n"
@@ -275,8 +281,35 @@ out:
     return rc;
 }
 
-static int localize(const gt_cmp_spec *spec, const char *text, int max_tokens,
-                    const char *label_a, const char *label_b, const char *html, const char *json)
+/* What --localize runs on: -p TEXT (at most max_tokens of it), or
+ * passkey > 0 tokens of the passkey prompt; from < 0: the default. */
+typedef struct loc_args {
+    const char *text;
+    int max_tokens, passkey, from;
+    uint64_t seed;
+} loc_args;
+
+/* The prompt's tokens (malloc'ed), or NULL having said why. */
+static int32_t *loc_tokens(const gt_model *m, const loc_args *la, int *n)
+{
+    if (!la->passkey) {
+        int32_t *tok = gt_cli_tokenize("compare", m, la->text, false, n);
+        if (tok && *n > la->max_tokens)
+            *n = la->max_tokens;
+        return tok;
+    }
+    gt_passkey pk;
+    gt_err err = {{0}};
+    if (gt_passkey_build(m, la->passkey, 0.5, la->seed, &pk, &err) != 0) {
+        fprintf(stderr, "gauntlet compare: --passkey %d: %s\n", la->passkey, err.msg);
+        return NULL;
+    }
+    *n = pk.n;
+    return pk.tokens; /* ownership passes to the caller; nothing else to free */
+}
+
+static int localize(const gt_cmp_spec *spec, const loc_args *la, const char *label_a,
+                    const char *label_b, const char *html, const char *json)
 {
     gt_cli_run a = {0}, b = {0};
     gt_loc_result r = {0};
@@ -287,16 +320,25 @@ static int localize(const gt_cmp_spec *spec, const char *text, int max_tokens,
         gt_cli_open("compare", spec->model_path, spec->backend_b, spec->n_threads, spec->driver_b,
                     0, &b) != 0)
         goto out;
-    tok = gt_cli_tokenize("compare", a.model, text, false, &n);
+    tok = loc_tokens(a.model, la, &n);
     if (!tok)
         goto out;
-    if (n > max_tokens)
-        n = max_tokens;
+    const int from = la->from >= 0 ? la->from : la->passkey && n > 16 ? n - 16 : 0;
+    if (from >= n) {
+        fprintf(stderr, "gauntlet compare: --from %d is not before the prompt's end (%d tokens)\n",
+                from, n);
+        goto out;
+    }
     FILE *info = (json && !strcmp(json, "-")) || (html && !strcmp(html, "-")) ? stderr : stdout;
-    fprintf(stderr, "gauntlet compare: localizing over %d tokens: %s, then %s twice...\n", n,
-            label_a, label_b);
+    if (from > 0)
+        fprintf(stderr, "gauntlet compare: localizing over positions %d..%d of %d tokens: %s, "
+                        "then %s twice...\n",
+                from, n - 1, n, label_a, label_b);
+    else
+        fprintf(stderr, "gauntlet compare: localizing over %d tokens: %s, then %s twice...\n", n,
+                label_a, label_b);
     gt_err err = {{0}};
-    if (gt_loc_run(a.model, a.backend, b.model, b.backend, tok, n, &r, &err) != 0) {
+    if (gt_loc_run(a.model, a.backend, b.model, b.backend, tok, n, from, &r, &err) != 0) {
         fprintf(stderr, "gauntlet compare: %s\n", err.msg);
         rc = GT_EXIT_FAIL;
         goto out;
@@ -491,7 +533,7 @@ int cmd_compare(int argc, char **argv)
     const char *sweep_arg = NULL, *nb_arg = NULL, *np_arg = NULL, *threads_arg = NULL;
     double max_kld = -1, min_top1 = -1;
     bool loc = false;
-    long max_tokens = 32;
+    long max_tokens = 32, passkey = 0, from = -1;
     char *side_a = NULL, *side_b = NULL;
     long n = 64, threads = 0;
     uint64_t seed = 0;
@@ -510,6 +552,7 @@ int cmd_compare(int argc, char **argv)
         {"sweep", required_argument, 0, 'S'},   {"n-batch", required_argument, 0, 'N'},
         {"n-parallel", required_argument, 0, 'P'}, {"max-kld", required_argument, 0, 'K'},
         {"min-top1", required_argument, 0, 'O'},
+        {"passkey", required_argument, 0, 'k'}, {"from", required_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -523,6 +566,8 @@ int cmd_compare(int argc, char **argv)
         case 'p': prompt = optarg; break;
         case 'L': loc = true; break;
         case 'M': if (gt_cli_int("compare", "--max-tokens", optarg, 1, 4096, &max_tokens)) return GT_EXIT_USAGE; break;
+        case 'k': if (gt_cli_int("compare", "--passkey", optarg, 1, 1 << 20, &passkey)) return GT_EXIT_USAGE; break;
+        case 'f': if (gt_cli_int("compare", "--from", optarg, 0, 1 << 20, &from)) return GT_EXIT_USAGE; break;
         case 'n': if (gt_cli_int("compare", "-n", optarg, 1, 1 << 16, &n)) return GT_EXIT_USAGE; break;
         case 's': if (gt_cli_u64("compare", "--seed", optarg, &seed)) return GT_EXIT_USAGE; break;
         case 't': threads_arg = optarg; break; /* a list under --sweep threads */
@@ -609,10 +654,14 @@ int cmd_compare(int argc, char **argv)
         }
         return compare_runs(db, runs[0], runs[1], threshold, all, json);
     }
+    if ((passkey || from >= 0) && !loc) {
+        fprintf(stderr, "gauntlet compare: --passkey and --from go with --localize\n");
+        return GT_EXIT_USAGE;
+    }
     if (loc) {
-        if (!model || !side_a || !side_b || !prompt || prompts) {
-            fprintf(stderr, "gauntlet compare: --localize needs -m MODEL, --a, --b and -p TEXT "
-                            "(one prompt, not --prompts)\n");
+        if (!model || !side_a || !side_b || !prompt == !passkey || prompts) {
+            fprintf(stderr, "gauntlet compare: --localize needs -m MODEL, --a, --b and either "
+                            "-p TEXT or --passkey N (one prompt, not --prompts)\n");
             return GT_EXIT_USAGE;
         }
         char la[128], lb[128];
@@ -621,7 +670,8 @@ int cmd_compare(int argc, char **argv)
         gt_cmp_spec spec = {.model_path = model, .n_threads = (int)threads};
         split_side(side_a, &spec.backend_a, &spec.driver_a);
         split_side(side_b, &spec.backend_b, &spec.driver_b);
-        return localize(&spec, prompt, (int)max_tokens, la, lb, html, json);
+        const loc_args args = {prompt, (int)max_tokens, (int)passkey, (int)from, seed};
+        return localize(&spec, &args, la, lb, html, json);
     }
     if (prompt) {
         fprintf(stderr, "gauntlet compare: -p TEXT goes with --localize; a prompt set is "

@@ -1,4 +1,7 @@
-/* localize.c: the three passes of localize.h over session observers. */
+/* localize.c: the three passes of localize.h over session observers. With
+ * from > 0 each pass first fills its cache with positions 0..from-1, and
+ * only the batch from..n-1 is observed: the capture holds n - from tokens'
+ * nodes (plus the attention caches), not n tokens'. */
 #include "localize.h"
 
 #include <math.h>
@@ -13,10 +16,17 @@ typedef struct capture {
     float **data;  /* per node index: the output, for segment ends */
     size_t *bytes;
     int n_nodes;
+    /* per node index: an ATTENTION node's K and V cache (its src[1] and
+     * src[2]) as it reads them, when positions before the observed batch
+     * are in it (from > 0): rows the batch did not write, so no node output
+     * holds them. Raw bytes (F32 or F16 rows). */
+    void **kv[2];
+    size_t *kv_bytes[2];
 } capture;
 
 typedef struct pass {
     capture *a;           /* A's outputs */
+    bool cache;           /* capture and feed the attention caches (from > 0) */
     gt_loc_result *r;     /* filled by the compare passes */
     int mode;             /* 0 capture A, 1 compare B, 2 compare B fed A's inputs */
     int seg;              /* segments seen */
@@ -41,9 +51,55 @@ static int grow(capture *c, int n, gt_err *err)
     if (!d || !b)
         return gt_err_set(err, "out of memory capturing %d nodes", n);
     c->bytes = b;
-    for (int i = c->n_nodes; i < n; i++)
+    for (int w = 0; w < 2; w++) {
+        void **kv = realloc(c->kv[w], sizeof *kv * (size_t)n);
+        if (kv)
+            c->kv[w] = kv;
+        size_t *kb = kv ? realloc(c->kv_bytes[w], sizeof *kb * (size_t)n) : NULL;
+        if (!kv || !kb)
+            return gt_err_set(err, "out of memory capturing %d nodes", n);
+        c->kv_bytes[w] = kb;
+    }
+    for (int i = c->n_nodes; i < n; i++) {
         c->data[i] = NULL, c->bytes[i] = 0;
+        c->kv[0][i] = c->kv[1][i] = NULL, c->kv_bytes[0][i] = c->kv_bytes[1][i] = 0;
+    }
     c->n_nodes = n;
+    return 0;
+}
+
+/* Pass 1, before an ATTENTION node: its K and V caches as A holds them. */
+static int capture_cache(pass *p, gt_session *s, const gt_graph *g, int k, gt_err *err)
+{
+    if (grow(p->a, g->n_nodes, err) != 0)
+        return -1;
+    for (int w = 0; w < 2; w++) {
+        const gt_tensor *c = g->nodes[k]->src[1 + w];
+        const size_t bytes = gt_tensor_bytes(c);
+        void *d = malloc(bytes ? bytes : 1);
+        if (!d)
+            return gt_err_set(err, "out of memory capturing %s's cache (%zu bytes)",
+                              g->nodes[k]->name, bytes);
+        free(p->a->kv[w][k]);
+        p->a->kv[w][k] = d;
+        p->a->kv_bytes[w][k] = bytes;
+        if (gt_session_read_tensor(s, c, d, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Pass 3, before an ATTENTION node: A's caches in place of B's, so the
+ * positions before the batch (B's own prefill) are identical inputs too.
+ * Left alone when the two differ in size (another K/V type). */
+static int feed_cache(pass *p, gt_session *s, const gt_graph *g, int k, gt_err *err)
+{
+    for (int w = 0; w < 2; w++) {
+        const gt_tensor *c = g->nodes[k]->src[1 + w];
+        if (k < p->a->n_nodes && p->a->kv[w][k] && p->a->kv_bytes[w][k] == gt_tensor_bytes(c) &&
+            gt_session_write_tensor(s, c, p->a->kv[w][k], err) != 0)
+            return gt_err_wrap(err, "feeding %s its cache", g->nodes[k]->name);
+    }
     return 0;
 }
 
@@ -77,6 +133,10 @@ static int feed(pass *p, gt_session *s, const gt_graph *g, int first, int last, 
 static int before(void *user, gt_session *s, const gt_graph *g, int first, int last, gt_err *err)
 {
     pass *p = user;
+    for (int k = first; p->cache && p->mode != 1 && k <= last; k++)
+        if (g->nodes[k]->op == GT_OP_ATTENTION &&
+            (p->mode == 0 ? capture_cache(p, s, g, k, err) : feed_cache(p, s, g, k, err)) != 0)
+            return -1;
     return p->mode == 2 ? feed(p, s, g, first, last, err) : 0;
 }
 
@@ -189,36 +249,48 @@ static int after(void *user, gt_session *s, const gt_graph *g, int first, int la
     return 0;
 }
 
+/* Tokens [0, from) unobserved, in micro-batches of at least 64 (few graphs
+ * for a long prefix; the batch's logits rows stay small on a large
+ * vocabulary), then [from, n) as one observed batch. */
 static int run_pass(const gt_model *m, gt_backend *b, pass *p, const int32_t *tokens, int n,
-                    gt_err *err)
+                    int from, gt_err *err)
 {
     /* Spare positions past the prompt: what a node reading past the causal
      * limit (attn-overread) finds there is unwritten cache, not a refusal. */
-    gt_session_params sp = {.n_ctx = n + 8, .n_batch = n};
+    const int batch = from == 0 ? n : n - from > 64 ? n - from : 64;
+    gt_session_params sp = {.n_ctx = n + 8, .n_batch = batch};
     gt_session *s;
     if (gt_session_new(m, b, &sp, &s, err) != 0)
         return -1;
+    int rc = from > 0 ? gt_session_eval(s, tokens, from, false, NULL, err) : 0;
+    if (rc != 0)
+        gt_err_wrap(err, "filling the cache with positions 0..%d", from - 1);
     gt_node_observer o = {before, after, p};
     gt_session_observe(s, &o);
     p->seg = 0;
-    int rc = gt_session_eval(s, tokens, n, false, NULL, err);
+    if (rc == 0)
+        rc = gt_session_eval(s, tokens + from, n - from, false, NULL, err);
     gt_session_free(s);
     return rc;
 }
 
 int gt_loc_run(const gt_model *ma, gt_backend *a, const gt_model *mb, gt_backend *b,
-               const int32_t *tokens, int n, gt_loc_result *out, gt_err *err)
+               const int32_t *tokens, int n, int from, gt_loc_result *out, gt_err *err)
 {
     memset(out, 0, sizeof *out);
     out->first_added = out->first_reached = out->max_at = -1;
     out->n_tokens = n;
+    out->from = from;
     if (n < 1)
         return gt_err_set(err, "nothing to localize (0 tokens)");
+    if (from < 0 || from >= n)
+        return gt_err_set(err, "the first position compared (%d) is outside the %d tokens", from,
+                          n);
     const double t0 = gt_now();
     capture cap = {0};
-    pass p = {.a = &cap, .r = out};
+    pass p = {.a = &cap, .r = out, .cache = from > 0};
     int rc = -1;
-    if (run_pass(ma, a, &p, tokens, n, err) != 0) {
+    if (run_pass(ma, a, &p, tokens, n, from, err) != 0) {
         gt_err_wrap(err, "capturing %s", a->info.backend);
         goto done;
     }
@@ -229,12 +301,12 @@ int gt_loc_run(const gt_model *ma, gt_backend *a, const gt_model *mb, gt_backend
     }
     out->n = p.seg;
     p.mode = 1;
-    if (run_pass(mb, b, &p, tokens, n, err) != 0) {
+    if (run_pass(mb, b, &p, tokens, n, from, err) != 0) {
         gt_err_wrap(err, "capturing %s", b->info.backend);
         goto done;
     }
     p.mode = 2;
-    if (run_pass(mb, b, &p, tokens, n, err) != 0) {
+    if (run_pass(mb, b, &p, tokens, n, from, err) != 0) {
         gt_err_wrap(err, "running %s on %s's inputs", b->info.backend, a->info.backend);
         goto done;
     }
@@ -251,9 +323,11 @@ int gt_loc_run(const gt_model *ma, gt_backend *a, const gt_model *mb, gt_backend
     rc = 0;
 done:
     for (int i = 0; i < cap.n_nodes; i++)
-        free(cap.data[i]);
+        free(cap.data[i]), free(cap.kv[0][i]), free(cap.kv[1][i]);
     free(cap.data);
     free(cap.bytes);
+    for (int w = 0; w < 2; w++)
+        free(cap.kv[w]), free(cap.kv_bytes[w]);
     free(p.tmp);
     out->seconds = gt_now() - t0;
     if (rc != 0)

@@ -17,8 +17,14 @@ static const char *mark(const gt_loc_result *r, int i)
 
 void gt_loc_print_table(const gt_loc_result *r, const char *a_label, const char *b_label, FILE *f)
 {
-    fprintf(f, "per node, %s vs %s over %d tokens (NMSE reached; NMSE added on %s's inputs)\n",
-            b_label, a_label, r->n_tokens, a_label);
+    if (r->from > 0)
+        fprintf(f, "per node, %s vs %s over positions %d..%d of %d tokens (NMSE reached; NMSE "
+                   "added on %s's inputs)\n",
+                b_label, a_label, r->from, r->n_tokens - 1, r->n_tokens, a_label);
+    else
+        fprintf(f, "per node, %s vs %s over %d tokens (NMSE reached; NMSE added on %s's "
+                   "inputs)\n",
+                b_label, a_label, r->n_tokens, a_label);
     fprintf(f, "%-4s %-26s %-13s %-18s %11s %11s %9s %11s %9s\n", "#", "node", "op", "inputs",
             "NMSE", "max|d|", "cosine", "added", "tol");
     for (int i = 0; i < r->n; i++) {
@@ -70,6 +76,7 @@ int gt_loc_write_json(const gt_loc_result *r, const char *model, const char *a_l
     cJSON_AddStringToObject(root, "a", a_label);
     cJSON_AddStringToObject(root, "b", b_label);
     cJSON_AddNumberToObject(root, "tokens", r->n_tokens);
+    cJSON_AddNumberToObject(root, "from", r->from);
     char line[512];
     gt_loc_summary(r, b_label, line, sizeof line);
     cJSON_AddStringToObject(root, "summary", line);
@@ -131,7 +138,10 @@ int gt_loc_write_html(const gt_loc_result *r, const char *model, const char *a_l
     gt_report_esc(f, a_label);
     fprintf(f, "</h1>\n<p>");
     gt_report_esc(f, model);
-    fprintf(f, ", %d tokens. <b>", r->n_tokens);
+    fprintf(f, ", %d tokens", r->n_tokens);
+    if (r->from > 0)
+        fprintf(f, " (positions %d..%d compared)", r->from, r->n_tokens - 1);
+    fprintf(f, ". <b>");
     gt_report_esc(f, line);
     fprintf(f, "</b></p>\n");
     /* The plot: x = node in graph order, y = log10 NMSE. */

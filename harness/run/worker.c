@@ -465,22 +465,28 @@ static void unreported_tolerances(worker *w, gt_suite_ctx *ctx)
                         missing);
 }
 
-/* After a failed accuracy suite: where this backend parts from the
+/* After a failed accuracy or long suite: where this backend parts from the
  * reference (localize.h), on the tokens the suite left in ctx, recorded as
- * check accuracy.localize. Not for the reference itself, not when the spec
+ * check <suite>.localize (accuracy.localize, long.localize). The long
+ * suite's tokens (lng) are its failed checkpoint's text, compared from
+ * loc_long_from on (the positions before only fill the cache; none when
+ * what failed was not a checkpoint's drift); they are freed here, run or
+ * not, and at the cell's end. Not for the reference itself, not when the spec
  * says "localize": false (qualify --no-localize), and not with less than a
  * quarter of the cell's deadline left (a skip that says so): the cell's
  * verdict is already made, this only names a suspect. */
-static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
+static void localize_cell(worker *w, gt_suite_ctx *ctx, bool lng, double t0)
 {
+    const int32_t *tokens = lng ? ctx->loc_long : ctx->loc_tokens;
+    const int n = lng ? ctx->n_loc_long : ctx->n_loc_tokens, from = lng ? ctx->loc_long_from : 0;
     if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w->spec, "localize")) ||
-        strcmp(ctx->backend_name, "reference") == 0 || ctx->n_loc_tokens == 0)
-        return;
+        strcmp(ctx->backend_name, "reference") == 0 || n == 0)
+        goto done;
     const double timeout = nget(w->spec, "timeout_s", 0), left = timeout - (gt_suite_now() - t0);
     if (timeout > 0 && left < timeout / 4) {
         gt_suite_result(ctx, "localize", GT_ST_SKIP,
                         "not run: %.0f s of the cell's %.0f s deadline left", left, timeout);
-        return;
+        goto done;
     }
     gt_err err = {{0}};
     gt_model *m;
@@ -490,18 +496,25 @@ static void localize_cell(worker *w, gt_suite_ctx *ctx, double t0)
     gt_backend_config cfg = {.n_threads = ctx->n_threads, .kv_type = ctx->backend->exec.kv_type};
     gt_loc_result r = {0};
     if (gt_suite_model(ctx, &m, &err) != 0 || gt_backend_open("reference", &cfg, &rb, &err) != 0 ||
-        gt_loc_run(m, rb, m, ctx->backend, ctx->loc_tokens, ctx->n_loc_tokens, &r, &err) != 0) {
+        gt_loc_run(m, rb, m, ctx->backend, tokens, n, from, &r, &err) != 0) {
         gt_suite_result(ctx, "localize", GT_ST_ERROR, "the localizer could not run: %s", err.msg);
         gt_backend_close(rb);
-        return;
+        goto done;
     }
-    char line[512];
+    char line[512], what[160];
     gt_loc_summary(&r, ctx->backend_name, line, sizeof line);
+    if (lng)
+        snprintf(what, sizeof what, "positions %d..%d of the %d-token text", from, n - 1, n);
+    else
+        snprintf(what, sizeof what, "%s, %d tokens", ctx->loc_what, r.n_tokens);
     gt_suite_result(ctx, "localize", r.first_added >= 0 ? GT_ST_FAIL : GT_ST_PASS,
-                    "%s [%s, %d tokens, %d nodes, %.1f s]", line, ctx->loc_what, r.n_tokens, r.n,
-                    r.seconds);
+                    "%s [%s, %d nodes, %.1f s]", line, what, r.n, r.seconds);
     gt_loc_result_free(&r);
     gt_backend_close(rb);
+done:
+    free(ctx->loc_long);
+    ctx->loc_long = NULL;
+    ctx->n_loc_long = 0;
 }
 
 /* After a failed settings cell: the setting that breaks its backend
@@ -523,8 +536,8 @@ static void sweep_cell(worker *w, gt_suite_ctx *ctx, double t0)
 }
 
 /* The tier's suites in order (run, or the http variant for an http cell); returns
- * how many ran. A failed accuracy suite is followed by the localizer, a
- * failed settings cell by the sweep. */
+ * how many ran. A failed accuracy or long suite is followed by the
+ * localizer, a failed settings cell by the sweep. */
 static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
 {
     const cJSON *suites = cJSON_GetObjectItemCaseSensitive(w->spec, "suites");
@@ -568,8 +581,9 @@ static int run_suites(worker *w, gt_suite_ctx *ctx, bool http, double t0)
             unreported_tolerances(w, ctx);
         if (smoke_failed)
             stopped = "not run: smoke failed";
-        if (!http && strcmp(su->name, "accuracy") == 0 && ctx->n_failed > failed_before)
-            localize_cell(w, ctx, t0);
+        const bool lng = strcmp(su->name, "long") == 0;
+        if (!http && ctx->n_failed > failed_before && (lng || strcmp(su->name, "accuracy") == 0))
+            localize_cell(w, ctx, lng, t0);
     }
     if (!http && gt_sweep_cell_wanted(w->spec, ctx))
         sweep_cell(w, ctx, t0);
@@ -865,6 +879,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
     ctx.served_model = sget(http, "model");
     ctx.http_api = sget(http, "api");
     int ran = run_suites(w, &ctx, true, t0);
+    free(ctx.loc_long);
     gt_model_free(ctx.model);
     if (ran == 0)
         skip(w, "unsupported: no suite of tier %s runs over HTTP", ctx.tier ? ctx.tier : "?");
@@ -966,6 +981,7 @@ static int run_cell(worker *w, double t0)
     ctx.device = cfg.device;
     ctx.backend = b;
     run_suites(w, &ctx, false, t0);
+    free(ctx.loc_long);
     gt_model_free(ctx.model);
     gt_backend_close(b);
     emit_done(w, t0);

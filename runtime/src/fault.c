@@ -37,6 +37,7 @@ static const struct {
     {"token-swap", "=A:B"},  {"const-token", "=T"},       {"nan-at", "=I"},
     {"graph-drop-last", ""}, {"kv-decode-drop", "@N"},    {"attn-window", "=N"},
     {"batch-split", "@L"},   {"seq-bleed", "@L"},         {"thread-race", ""},
+    {"pos-wrap", "@N"},
 };
 
 static struct {
@@ -91,7 +92,7 @@ static void parse_kind(const char *entry, const char *kind, const char *arg)
     gt_fault_set *f = &g.set;
     const char *sep = entry + strlen(kind);
     const char want = strcmp(kind, "kv-decode-drop") == 0 || strcmp(kind, "batch-split") == 0 ||
-                              strcmp(kind, "seq-bleed") == 0
+                              strcmp(kind, "seq-bleed") == 0 || strcmp(kind, "pos-wrap") == 0
                           ? '@'
                           : '=';
     const bool bare = strcmp(kind, "graph-drop-last") == 0 || strcmp(kind, "thread-race") == 0;
@@ -127,6 +128,8 @@ static void parse_kind(const char *entry, const char *kind, const char *arg)
         ok = parse_int(arg, NULL, &f->kv_drop_at);
     else if (strcmp(kind, "attn-window") == 0)
         ok = parse_int(arg, NULL, &f->attn_window) && f->attn_window > 0;
+    else if (strcmp(kind, "pos-wrap") == 0)
+        ok = parse_int(arg, NULL, &f->pos_wrap) && f->pos_wrap > 0;
     if (!ok) {
         fail(entry, strcmp(kind, "token-swap") == 0
                         ? "wants two different token ids A:B (a runtime fault takes no cell "

@@ -20,6 +20,7 @@ typedef struct gt_fault_set {
     bool drop_last;                   /* graph-drop-last */
     int kv_drop_at;                   /* kv-decode-drop@N; -1: none */
     int attn_window;                  /* attn-window=N; 0: none */
+    int pos_wrap;                     /* pos-wrap@N; 0: none */
     int batch_split_at;               /* batch-split@L; -1: none */
     int seq_bleed_at;                 /* seq-bleed@L; -1: none */
     bool thread_race;                 /* thread-race */

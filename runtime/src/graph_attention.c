@@ -10,7 +10,8 @@
  *
  * GT_FAULT's batch-split@L and seq-bleed@L (gt/fault.h) are applied here:
  * they are bugs of a setting, visible only when a prompt is split across
- * micro-batches or when more than two sequences share the cache. */
+ * micro-batches or when more than two sequences share the cache. So is
+ * pos-wrap@N, a bug of length: RoPE of positions >= N. */
 #include "session_internal.h"
 
 /* Rows row0..row0+n-1 of a batch tensor; t itself when that is all of it
@@ -38,6 +39,31 @@ static gt_tensor *rope(gt_session *s, gt_tensor *x, const char *name, int heads,
     return t;
 }
 
+/* RoPE of one run's rows (x: rows row0..row0+n-1 of the batch) at positions
+ * pos0... pos-wrap@N rotates a position p >= N as p mod N. A ROPE node
+ * takes consecutive positions, so where the wrapped positions restart (at
+ * each multiple of N) the run is roped in pieces, in place; the run's rows
+ * tensor then holds them all. Unfaulted, or all in one piece, it is the one
+ * node it always was. */
+static gt_tensor *rope_run(gt_session *s, gt_tensor *x, int row0, int n, const char *name,
+                           int heads, int pos0, const gt_rope_args *r, int wrap)
+{
+    gt_tensor *rows = rows_of(s, x, row0, n, name[0] == 'q' ? "q" : "k");
+    if (wrap <= 0 || pos0 + n <= wrap)
+        return rope(s, rows, name, heads, pos0, r);
+    gt_tensor *last = NULL;
+    int pieces = 0;
+    for (int i = 0; i < n; pieces++) {
+        const int p = pos0 + i;
+        const int end = p < wrap ? wrap : (p / wrap + 1) * wrap; /* where this piece stops */
+        const int len = end - p < n - i ? end - p : n - i;
+        last = rope(s, rows_of(s, rows, i, len, name[0] == 'q' ? "q" : "k"), name, heads,
+                    p < wrap ? p : p % wrap, r);
+        i += len;
+    }
+    return pieces == 1 ? last : rows;
+}
+
 gt_tensor *gt_graph_attend(gt_session *s, int l, gt_tensor *q, gt_tensor *k, gt_tensor *v,
                            const gt_rope_args *r, int window)
 {
@@ -51,9 +77,9 @@ gt_tensor *gt_graph_attend(gt_session *s, int l, gt_tensor *q, gt_tensor *k, gt_
         /* batch-split: a continuation micro-batch believes it starts one
          * position later. */
         const int pos = run->pos0 + (f && f->batch_split_at == l && run->split ? 1 : 0);
-        gt_tensor *qr = rope(s, rows_of(s, q, run->row0, run->n, "q"), "q_rope", hp->n_head, pos, r);
-        gt_tensor *kr = rope(s, rows_of(s, k, run->row0, run->n, "k"), "k_rope", hp->n_head_kv, pos,
-                             r);
+        const int wrap = f ? f->pos_wrap : 0;
+        gt_tensor *qr = rope_run(s, q, run->row0, run->n, "q_rope", hp->n_head, pos, r, wrap);
+        gt_tensor *kr = rope_run(s, k, run->row0, run->n, "k_rope", hp->n_head_kv, pos, r, wrap);
         /* A window layer's cache row 0 holds position kv_base: the cache
          * and attention see positions relative to it (RoPE is absolute). */
         const int row0 = run->pos0 - kv_base(s, l, run->slot);

@@ -29,6 +29,9 @@
  *   kv-decode-drop@N     a batch of one token (decode) at position >= N does
  *                        not write its K and V into the cache
  *   attn-window=N        attention sees only the last N positions
+ *   pos-wrap@N           RoPE (Q and K, every layer) rotates position p >= N
+ *                        as p mod N: a model exact below N tokens and wrong
+ *                        past them, which only a long-context test sees
  * Setting faults, graph faults that show only under an execution setting
  * (gt_exec_settings; a matrix cell's "settings"):
  *   batch-split@L        layer L's RoPE of a micro-batch that continues an
