@@ -62,22 +62,6 @@ static const gt_setting_def SETTINGS[] = {
     {NULL},
 };
 
-int gt_long_reference_session(const gt_suite_ctx *c, const gt_model *m, int n_ctx,
-                              gt_backend **b, gt_session **s, gt_err *err)
-{
-    const gt_backend_config cfg = {.n_threads = c->n_threads};
-    const gt_session_params sp = {.n_ctx = n_ctx};
-    *s = NULL;
-    if (gt_backend_open("reference", &cfg, b, err) != 0)
-        return gt_err_wrap(err, "reference backend");
-    if (gt_session_new(m, *b, &sp, s, err) != 0) {
-        gt_backend_close(*b);
-        *b = NULL;
-        return gt_err_wrap(err, "reference session of %d positions", n_ctx);
-    }
-    return 0;
-}
-
 static double peak_rss_mib(void)
 {
     struct rusage ru;

@@ -27,7 +27,8 @@ typedef struct gt_long_plan {
 int gt_long_drift_run(gt_suite_ctx *c, const gt_model *m, const gt_long_plan *p, gt_err *err);
 
 /* Opens the reference backend and a session of n_ctx on model m, for a cell
- * that is not the reference itself. */
+ * that is not the reference itself (long_drift.c, which long.c calls: no
+ * loop of calls between the two files). */
 int gt_long_reference_session(const gt_suite_ctx *c, const gt_model *m, int n_ctx,
                               gt_backend **b, gt_session **s, gt_err *err);
 
