@@ -1,9 +1,10 @@
 /* bench_run.c: one backend's measurement for `gauntlet bench` (see
  * bench.h), run in its own child process so its load time and peak RSS are
  * its own. At each depth d the cache is first filled with d seeded tokens
- * in one untimed prefill, as llama-bench's -d does; each timed repetition
- * then starts from position d (truncated back to it; refilled when a
- * sliding-window cache no longer holds what position d attends to). */
+ * by an untimed prefill, as llama-bench's -d does (extending the previous
+ * depth's fill, the same tokens); each timed repetition then starts from
+ * position d (truncated back to it; refilled when a sliding-window cache
+ * no longer holds what position d attends to). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,23 +33,35 @@ static uint64_t peak_rss(void)
     return kb * 1024;
 }
 
-/* Back to depth d: a truncation, or (when the bounded window cache has
- * dropped positions that d attends to) an untimed refill from empty. */
-static int to_depth(gt_session *s, const int32_t *fill, int d, gt_err *err)
+/* Back to depth d. *filled counts the cache's leading positions that hold
+ * fill[] (the same prefix at every depth, so a deeper depth extends the
+ * last one's). A truncation when they reach d, else an untimed prefill of
+ * the rest; from empty when a bounded sliding-window cache no longer holds
+ * what position d attends to. */
+static int to_depth(gt_session *s, const int32_t *fill, int d, int *filled, gt_err *err)
 {
-    if (gt_session_n_past(s) == d)
+    if (*filled >= d && gt_session_n_past(s) == d)
         return 0;
-    if (gt_session_n_past(s) > d && gt_session_truncate(s, d, err) == 0)
-        return 0;
-    if (gt_session_truncate(s, 0, err) != 0)
+    const int keep = *filled < d ? *filled : d;
+    if (gt_session_truncate(s, keep, err) != 0) {
+        *filled = 0;
+        if (gt_session_truncate(s, 0, err) != 0)
+            return -1;
+    } else {
+        *filled = keep;
+    }
+    if (*filled < d && gt_session_eval(s, fill + *filled, d - *filled, false, NULL, err) != 0) {
+        *filled = 0;
         return -1;
-    return d > 0 ? gt_session_eval(s, fill, d, false, NULL, err) : 0;
+    }
+    *filled = d > *filled ? d : *filled;
+    return 0;
 }
 
-static int time_pp(gt_session *s, const int32_t *fill, int d, const int32_t *toks, int n,
-                   double *tps, gt_err *err)
+static int time_pp(gt_session *s, const int32_t *fill, int d, int *filled, const int32_t *toks,
+                   int n, double *tps, gt_err *err)
 {
-    if (to_depth(s, fill, d, err) != 0)
+    if (to_depth(s, fill, d, filled, err) != 0)
         return -1;
     const double t0 = gt_now();
     if (gt_session_eval(s, toks, n, false, NULL, err) != 0)
@@ -57,10 +70,10 @@ static int time_pp(gt_session *s, const int32_t *fill, int d, const int32_t *tok
     return 0;
 }
 
-static int time_tg(gt_session *s, const int32_t *fill, int d, int n, int n_vocab, float *logits,
-                   double *tps, gt_err *err)
+static int time_tg(gt_session *s, const int32_t *fill, int d, int *filled, int n, int n_vocab,
+                   float *logits, double *tps, gt_err *err)
 {
-    if (to_depth(s, fill, d, err) != 0)
+    if (to_depth(s, fill, d, filled, err) != 0)
         return -1;
     int32_t tok = 1 % n_vocab;
     const double t0 = gt_now();
@@ -126,23 +139,24 @@ void bench_backend_child(const void *varg, void *vout)
     seeded(toks, a->pp, hp->n_vocab, 12345);
     seeded(fill, max_d, hp->n_vocab, 54321);
     r->n_depth = a->n_depth;
+    int filled = 0;
     for (int k = 0; k < a->n_depth; k++) {
         const int d = (int)a->depth[k];
         r->depth[k] = d;
         double warm;
         if (a->pp > 0) {
-            if (time_pp(s, fill, d, toks, (int)a->pp, &warm, &err) != 0)
+            if (time_pp(s, fill, d, &filled, toks, (int)a->pp, &warm, &err) != 0)
                 goto fail;
             for (long i = 0; i < a->reps; i++)
-                if (time_pp(s, fill, d, toks, (int)a->pp, &r->pp[k][r->n_pp[k]++], &err) != 0)
+                if (time_pp(s, fill, d, &filled, toks, (int)a->pp, &r->pp[k][r->n_pp[k]++], &err) != 0)
                     goto fail;
         }
         if (a->tg > 0) {
-            if (time_tg(s, fill, d, a->tg < 16 ? (int)a->tg : 16, hp->n_vocab, logits, &warm,
+            if (time_tg(s, fill, d, &filled, a->tg < 16 ? (int)a->tg : 16, hp->n_vocab, logits, &warm,
                         &err) != 0)
                 goto fail;
             for (long i = 0; i < a->reps; i++)
-                if (time_tg(s, fill, d, (int)a->tg, hp->n_vocab, logits,
+                if (time_tg(s, fill, d, &filled, (int)a->tg, hp->n_vocab, logits,
                             &r->tg[k][r->n_tg[k]++], &err) != 0)
                     goto fail;
         }

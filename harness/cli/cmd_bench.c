@@ -410,19 +410,20 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
         return;
     }
     if (o->out == OUT_CSV) {
-        printf("model,type,backend,threads,driver,driver_version,test,depth,tokens_per_s,stddev,metric,unit,"
+        /* depth last: scripts read the columns before it by number */
+        printf("model,type,backend,threads,driver,driver_version,test,tokens_per_s,stddev,metric,unit,"
                "pct_of_machine,machine_ref,ratio_vs_compare,load_s,peak_rss_mib,rss_budget_mib,"
-               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer\n");
+               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer,depth\n");
         for (int i = 0; i < nr; i++) {
             const row *w = &rows[i];
-            printf("%s,%s,%s,%d,\"%s\",%s,%s,%ld,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f,"
-                   "%.2f,%.3f\n",
+            printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f,"
+                   "%.2f,%.3f,%ld\n",
                    mf->file, mf->type, w->r->backend, w->r->threads, w->r->driver,
-                   w->r->driver_version, w->test, w->depth, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
+                   w->r->driver_version, w->test, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
                    w->pct_of, w->ratio, w->r->load_s, w->r->peak_rss / 1048576.0,
                    (mf->file_bytes + w->r->kv_bytes + (64u << 20)) / 1048576.0,
                    mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN, w->peer_tps,
-                   w->peer_ratio);
+                   w->peer_ratio, w->depth);
         }
         return;
     }
