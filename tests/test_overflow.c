@@ -14,9 +14,9 @@
  *    refuses the whole call, and no sequence moves.
  * On reference, cpu, opencl and cuda: a backend that does not open here
  * is a SKIP with its reason. Sliding-window layers (no synthetic preset
- * has a window): Gemma 3 270M ($GT_GEMMA3) on cpu with a context past its
- * bounded cache (window 512 - 1 + n_batch 8 = 519 rows), skipped with the
- * reason without the file or under sanitizers.
+ * has a window): Gemma 3 270M ($GT_GEMMA3) on reference, cpu and opencl
+ * with a context past its bounded cache (window 512 - 1 + n_batch 8 = 519
+ * rows), skipped with the reason without the file or under sanitizers.
  * 4. `gauntlet generate` refuses, exit 2, a prompt longer than -c and a
  *    prompt plus -n past it, naming the numbers; prompt plus -n equal to
  *    -c runs.
@@ -200,8 +200,8 @@ static void several_sequences(const char *backend)
     free_model();
 }
 
-/* Sliding-window layers past their bounded cache: Gemma 3 on cpu. */
-START_TEST(sliding_window_cpu)
+/* Sliding-window layers past their bounded cache: Gemma 3. */
+static void sliding_window(const char *backend)
 {
     enum { W_CTX = 528, W_FIRST = 520, W_BATCH = 8 };
     gt_err err = {{0}};
@@ -209,7 +209,7 @@ START_TEST(sliding_window_cpu)
     ck_assert_msg(gt_model_load(gt_test_gemma3(), &g, &err) == 0, "%s", err.msg);
     const gt_hparams *hp = gt_model_hparams(g);
     ck_assert_int_eq(hp->swa_window, 512);
-    gt_backend *b = open_be("cpu", 0, 0);
+    gt_backend *b = open_be(backend, 0, 0);
     const int nv = hp->n_vocab, n_last = W_CTX - W_FIRST;
     int32_t *ids = malloc(sizeof(int32_t) * (W_CTX + 1));
     float *got = malloc(sizeof(float) * (size_t)nv), *want = malloc(sizeof(float) * (size_t)nv);
@@ -230,15 +230,16 @@ START_TEST(sliding_window_cpu)
             refused(s, ids + W_CTX, 1, W_CTX, "gemma3: a generation step past the end");
         gt_session_free(s);
     }
-    same_bytes(got, want, (size_t)nv, "gemma3 cpu, sliding window");
-    printf("gemma3 cpu: overflows refused past the bounded window cache, state unchanged\n");
+    char what[64];
+    snprintf(what, sizeof what, "gemma3 %s, sliding window", backend);
+    same_bytes(got, want, (size_t)nv, what);
+    printf("%s: overflows refused past the bounded window cache, state unchanged\n", what);
     free(ids);
     free(got);
     free(want);
     gt_backend_close(b);
     gt_model_free(g);
 }
-END_TEST
 
 /* ---- every backend -------------------------------------------------------- */
 
@@ -254,6 +255,13 @@ enum { N_BACKENDS = 4 };
     END_TEST                                                                            \
     START_TEST(sequences_##i) { several_sequences(BACKENDS[i]); }                       \
     END_TEST
+START_TEST(window_reference) { sliding_window("reference"); }
+END_TEST
+START_TEST(window_cpu) { sliding_window("cpu"); }
+END_TEST
+START_TEST(window_opencl) { sliding_window("opencl"); }
+END_TEST
+
 PER_BACKEND(0)
 PER_BACKEND(1)
 PER_BACKEND(2)
@@ -458,10 +466,15 @@ int main(void)
         gt_test_add_if_(tc, seqs[i], name[3], ok, reason);
     }
     const char *g = gt_test_gemma3();
-    gt_test_add_if(tc, sliding_window_cpu, g && !gt_test_sanitized(),
-                   !g ? "no Gemma 3 270M file ($GT_GEMMA3, ci/fetch-models.sh): no synthetic "
-                        "preset has a sliding window"
-                      : "Gemma 3's 262,144-entry vocabulary takes minutes under sanitizers");
+    const char *gwhy = !g ? "no Gemma 3 270M file ($GT_GEMMA3, ci/fetch-models.sh): no "
+                            "synthetic preset has a sliding window"
+                          : "Gemma 3's 262,144-entry vocabulary takes minutes under sanitizers";
+    const bool gok = g && !gt_test_sanitized();
+    char owhy[600];
+    const bool ook = backend_opens("opencl", owhy, sizeof owhy);
+    gt_test_add_if(tc, window_reference, gok, gwhy);
+    gt_test_add_if(tc, window_cpu, gok, gwhy);
+    gt_test_add_if(tc, window_opencl, gok && ook, !gok ? gwhy : owhy);
     tcase_add_test(tc, generate_refuses);
     tcase_add_test(tc, serve_400);
     suite_add_tcase(s, tc);

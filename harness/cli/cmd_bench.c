@@ -670,6 +670,14 @@ int cmd_bench(int argc, char **argv)
     model_facts mf;
     if (model_facts_load(o.model, &mf) != 0)
         return GT_EXIT_USAGE;
+    long deepest = 0;
+    for (int k = 0; k < o.n_depth; k++)
+        deepest = o.depth[k] > deepest ? o.depth[k] : deepest;
+    const long need = deepest + (o.pp > o.tg ? o.pp : o.tg);
+    if (mf.hp.n_ctx_train > 0 && need > mf.hp.n_ctx_train)
+        fprintf(stderr, "gauntlet bench: note: depth %ld + %ld tokens passes the model's trained "
+                        "context of %d; speed is measured all the same\n",
+                deepest, o.pp > o.tg ? o.pp : o.tg, mf.hp.n_ctx_train);
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int nt = o.threads > 0 ? (int)o.threads : cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1;
 
