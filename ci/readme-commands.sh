@@ -59,6 +59,10 @@ entry 'gauntlet plan matrices/ci.json' run
 entry 'gauntlet plan --no-probe matrices/settings.json' run
 entry 'gauntlet qualify matrices/settings.json --db settings.sqlite -j 2' skip \
   "the nightly settings grid: 72 cells of SmolLM2 and Gemma 3, 1.5 to 3.5 hours on 2 cores; CI runs its 8-cell block in ci.json and ci/settings-faults.sh (CTest settings_faults)"
+entry 'gauntlet qualify matrices/nightly.json --tier long --db long.sqlite -j 2' skip \
+  "the nightly long tier: 8 cells of Gemma 3 (to 32k tokens) and SmolLM2 (to 8k), hours on 2 cores on the reference backend; CI runs the suite at 2048 tokens in ci.json, on a synthetic model in ci/sanitize-cells.json and in CTest test_long"
+entry 'bash ci/sanitize-long.sh' skip \
+  "a Gemma 3 cell at 8192 tokens under ASan/UBSan, 20-40 minutes on 2 cores: nightly; .ci/run's sanitize step runs the long suite on a synthetic model"
 entry 'gauntlet qualify matrices/ci.json --db results.sqlite -j 2 --junit junit.xml --html report.html' skip \
   "takes ~15 minutes on 2 cores (60 cells, SmolLM2 and Gemma 3 among them); CI runs it in the qualification job of ci/workflows/*.yml (ci/qualify.sh), not in .ci/run; the quickstart run above left the results.sqlite the next command reads"
 entry 'gauntlet qualify matrices/serve.json --db serve.sqlite --html serve.html' run \

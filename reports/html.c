@@ -444,8 +444,11 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
         fputs("<a href=\"#baseline\">Against the baseline</a>", f);
     fputs("<a href=\"#grid\">Grid</a><a href=\"#limitations\">Known limitations</a>"
           "<a href=\"#environment\">Environment</a><a href=\"#accuracy\">Accuracy</a>"
-          "<a href=\"#performance\">Performance</a><a href=\"#headroom\">Headroom</a>"
-          "<a href=\"#provenance\">Provenance</a>"
+          "<a href=\"#performance\">Performance</a>",
+          f);
+    if (gt_html_any_long(r))
+        fputs("<a href=\"#long\">Long context</a>", f);
+    fputs("<a href=\"#headroom\">Headroom</a><a href=\"#provenance\">Provenance</a>"
           "<a href=\"#cells\">Cell details</a></nav>\n",
           f);
     summary(f, r, d);
@@ -479,7 +482,9 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
     gt_html_accuracy(f, r);
     fputs("</section>\n<section id=\"performance\"><h2>Performance</h2>\n", f);
     gt_html_performance(f, r);
-    fputs("</section>\n<section id=\"headroom\"><h2>Headroom of the bounds</h2>\n", f);
+    fputs("</section>\n", f);
+    gt_html_long(f, r);
+    fputs("<section id=\"headroom\"><h2>Headroom of the bounds</h2>\n", f);
     gt_html_headroom(f, r);
     fputs("</section>\n", f);
     gt_html_provenance(f, r);

@@ -2,7 +2,8 @@
  *
  * html.c writes the document, its header, baseline changes, limitations
  * and environment; html_grid.c badges, links and the legend; html_charts.c
- * the placeholders of the metric tables and charts; html_data.c the data
+ * the placeholders of the metric tables and charts; html_long.c the long
+ * suite's passkeys, drift curve and K/V memory; html_data.c the data
  * block; html_lazy.c the script that draws from it; html_provenance.c the
  * provenance and history sections; html_assets.c the CSS. */
 #ifndef GT_HTML_H
@@ -27,6 +28,10 @@ void gt_html_provenance(FILE *f, const gt_rep_run *r);
 void gt_html_history(FILE *f, const gt_rep_run *r);
 void gt_html_accuracy(FILE *f, const gt_rep_run *r);
 void gt_html_performance(FILE *f, const gt_rep_run *r);
+/* The "Long context" section (html_long.c): one part per cell that ran the
+ * long suite, id "long-c<cells.id>"; nothing when no cell did. */
+void gt_html_long(FILE *f, const gt_rep_run *r);
+bool gt_html_any_long(const gt_rep_run *r);
 /* The headroom section's table (headroom.c). */
 void gt_html_headroom(FILE *f, const gt_rep_run *r);
 

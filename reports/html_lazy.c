@@ -7,7 +7,8 @@
  *   - the performance charts for the models on the grid's page;
  *   - the metric tables, sorted on the data and shown 200 rows at a time;
  *   - the cell list, 200 folded cells a page, each cell's checks, metrics,
- *     history and log built the first time it is opened;
+ *     history, long-context part (a copy of its #long-c<id> markup) and
+ *     log built the first time it is opened;
  *   - a cell named by the address (#c<id> or #cell-<cell_id>), opened.
  * Status filters and the cell-id search re-render only the current pages,
  * so they stay instant however large the run. The verdict, gate output,
@@ -70,6 +71,8 @@ const char gt_html_js[] =
     "  r2.appendChild(h('td',null,S[mt[i+2]]));r2.appendChild(h('td',null,mt[i+4]===null?'\\u2014':S[mt[i+3]]+' '+fmt(mt[i+4])));r2.appendChild(vd(v));rows.push(r2);}\n"
     " if(rows.length)d.appendChild(table('mt',['metric','value','unit','tolerance','verdict'],rows));\n"
     " if(!ck.length&&!mt.length)d.appendChild(h('p',{'class':'sub'},'No checks or metrics were recorded for this cell.'));\n"
+    "/* The long suite's part (html_long.c writes it once, in #long): copied here. */\n"
+    " var lg=document.getElementById('long-c'+c[0]);if(lg){d.appendChild(h('h3',null,'Long context'));var lc=lg.cloneNode(true);lc.removeAttribute('id');d.appendChild(lc);}\n"
     " if(S[c[16]]&&att){d.appendChild(h('h3',null,'Log (tail)'));d.appendChild(h('pre',null,S[c[16]]));}}\n"
     "function details(i){var c=C[i],d=h('details',{'class':'cell',id:'c'+c[0],'data-st':st(c)}),sm=h('summary');\n"
     " sm.appendChild(badge(st(c)));sm.appendChild(document.createTextNode(' '));sm.appendChild(h('span',{'class':'mono'},S[c[1]]));\n"

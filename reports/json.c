@@ -17,7 +17,9 @@
  *               started_at, finished_at, duration_s, log,
  *               checks: [{suite, name, status, message}],
  *               metrics: [{suite, name, value, unit, tolerance, comparator,
- *                          verdict, better, regress}]}],
+ *                          verdict, better, regress}],
+ *               series: [{suite, name, x, y}] (gt_suite_point's, in the order sent;
+ *                        the long suite's drift_kld, kv_bytes, ...)}],
  *    "baseline": {run_id, threshold_pct, changes: [{cell_id, kind, from, to}],
  *                 metrics: [{cell_id, suite, name, baseline, value, change_pct,
  *                            regression}]},       (only with a baseline)
@@ -93,6 +95,16 @@ static cJSON *cell_json(const gt_rep_cell *c)
         cJSON_AddNumberToObject(e, "better", m->better);
         cJSON_AddBoolToObject(e, "regress", m->regress != 0);
         cJSON_AddItemToArray(metrics, e);
+    }
+    cJSON *series = cJSON_AddArrayToObject(o, "series");
+    for (int k = 0; k < c->n_points; k++) {
+        const gt_rep_point *p = &c->points[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "suite", p->suite);
+        cJSON_AddStringToObject(e, "name", p->series);
+        num(e, "x", p->x, true);
+        num(e, "y", p->y, true);
+        cJSON_AddItemToArray(series, e);
     }
     return o;
 }

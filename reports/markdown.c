@@ -192,6 +192,62 @@ static void diff_section(FILE *f, const gt_rep_diff *d)
 
 /* One line per artifact: a comment reader wants to see what was tested
  * and where it came from, not a wide table. */
+/* One line per cell that ran the long suite: passkey agreement with the
+ * reference, the deepest checkpoint's KL against its bound, the worst K/V
+ * ratio. The answers and the curve are the HTML report's. */
+static void long_section(FILE *f, const gt_rep_run *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n && n <= MAX_LIST; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        if (!gt_report_has_long(c))
+            continue;
+        if (n++ == MAX_LIST) {
+            fputs("| … | | | | |\n", f);
+            break;
+        }
+        if (n == 1)
+            fputs("\n### Long context\n\n| cell | passkeys same as reference | found (cell / "
+                  "reference) | deepest drift KL mean | worst K/V ratio |\n|---|---|---|---|---|\n",
+                  f);
+        int pk = 0, same = 0, cf = 0, rf = 0, deep = -1;
+        double kl = NAN, kv = NAN;
+        for (int k = 0; k < c->n_checks; k++) {
+            gt_rep_passkey p;
+            gt_rep_drift d;
+            gt_rep_kv m;
+            if (gt_report_passkey(&c->checks[k], &p) == 0) {
+                pk++;
+                same += !strcmp(p.cell, p.ref);
+                cf += p.cell_found;
+                rf += p.ref_found;
+            } else if (gt_report_drift(&c->checks[k], &d) == 0 && d.length > deep) {
+                deep = d.length;
+                kl = d.kld_mean;
+            } else if (gt_report_kv(&c->checks[k], &m) == 0 && !(m.ratio <= kv)) {
+                kv = m.ratio;
+            }
+        }
+        const gt_rep_metric *tm = gt_report_metric(c, "long", "drift_kld_mean");
+        char a[32] = "—", t[32] = "";
+        if (deep >= 0)
+            gt_report_num(kl, a, sizeof a);
+        if (tm && tm->has_tol)
+            gt_report_num(tm->tolerance, t, sizeof t);
+        fputs("| `", f);
+        md(f, c->cell_id, 200);
+        fprintf(f, "` | %d / %d | %d / %d | %s", same, pk, cf, rf, a);
+        if (deep >= 0)
+            fprintf(f, " at %d", deep);
+        if (t[0])
+            fprintf(f, " (%s %s)", tm->comparator[0] == '<' ? "&lt;=" : "bound", t);
+        if (isnan(kv))
+            fputs(" | — |\n", f);
+        else
+            fprintf(f, " | %.3f |\n", kv);
+    }
+}
+
 static void provenance_section(FILE *f, const gt_rep_run *r)
 {
     if (!r->n_artifacts)
@@ -341,6 +397,7 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
     }
     if (lim > MAX_LIST)
         fprintf(f, "- … and %d more\n", lim - MAX_LIST);
+    long_section(f, r);
     provenance_section(f, r);
     return 0;
 }

@@ -3,7 +3,7 @@
  *
  * The writers never query SQLite themselves: gt_report_load reads one run
  * (cells, checks, metrics, devices, the gate's verdict) into plain structs
- * with a handful of queries, so a 10,000-cell run costs three table scans,
+ * with a handful of queries, so a 10,000-cell run costs four table scans,
  * and every writer formats the same data. gt_report_diff matches two loaded
  * runs cell by cell (cell_id) and classifies what changed.
  *
@@ -35,6 +35,13 @@ typedef struct gt_rep_metric {
     int better, regress;
 } gt_rep_metric;
 
+/* One point of a cell's series (the series table: gt_suite_point). A NULL
+ * coordinate in the database reads as NaN. */
+typedef struct gt_rep_point {
+    const char *suite, *series;
+    double x, y;
+} gt_rep_point;
+
 typedef struct gt_rep_cell {
     int64_t id; /* cells.id: anchors and JUnit ids */
     int idx;
@@ -53,6 +60,8 @@ typedef struct gt_rep_cell {
     int n_checks;
     gt_rep_metric *metrics;
     int n_metrics;
+    gt_rep_point *points; /* in the order the suite sent them */
+    int n_points;
 } gt_rep_cell;
 
 typedef struct gt_rep_device {
@@ -102,7 +111,7 @@ typedef struct gt_rep_run {
     int counts[16];        /* per gt_status; index from gt_status_from_name */
     int group_by;          /* a gt_rep_axis the Markdown adds a summary by, or -1 */
     struct gt_rep_arena *arena; /* owns every string */
-    void *checks_block, *metrics_block;
+    void *checks_block, *metrics_block, *points_block;
 } gt_rep_run;
 
 /* Loads run_id (<= 0: the newest run in the file). With gate true, the gate
@@ -112,6 +121,38 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
                    gt_rep_run **out, gt_err *err);
 void gt_report_free(gt_rep_run *r);
 const gt_rep_cell *gt_report_find(const gt_rep_run *r, const char *cell_id);
+
+/* Fills each cell's points from the series table (one scan, ordered as
+ * r->cells). A database without series rows yields none. 0, or -1. */
+int gt_report_series(gt_rep_run *r, sqlite3 *h, gt_err *err);
+/* The cell's metric suite.name, or NULL. */
+const gt_rep_metric *gt_report_metric(const gt_rep_cell *c, const char *suite, const char *name);
+
+/* ---- the long suite's checks, read back from their messages (long.c) ---- */
+/* passkey_L<L>_d<pct>: `key 48213; cell: "<answer>" (found|missed);
+ * reference: "<answer>" (found|missed)`, answers JSON-escaped. */
+typedef struct gt_rep_passkey {
+    int length, depth_pct;
+    char key[16];
+    char cell[256], ref[256]; /* the answers, unescaped (truncated to fit) */
+    bool cell_found, ref_found;
+} gt_rep_passkey;
+/* kv_L<L>: `kv B bytes, plan P (ratio R); peak RSS M MiB`. */
+typedef struct gt_rep_kv {
+    int length;
+    double bytes, plan, ratio, rss_mib;
+} gt_rep_kv;
+/* drift_L<L>: `kld_mean A kld_max B top1 C over positions P0..P1`. */
+typedef struct gt_rep_drift {
+    int length, from, to;
+    double kld_mean, kld_max, top1;
+} gt_rep_drift;
+/* 0 when the check is of that kind and its name and message parse; -1 not. */
+int gt_report_passkey(const gt_rep_check *k, gt_rep_passkey *out);
+int gt_report_kv(const gt_rep_check *k, gt_rep_kv *out);
+int gt_report_drift(const gt_rep_check *k, gt_rep_drift *out);
+/* Whether the cell ran the long suite (any check or point of suite "long"). */
+bool gt_report_has_long(const gt_rep_cell *c);
 
 /* Fills r->artifacts from the artifacts table (the files the run's cells
  * name by sha256) and the run's stored matrix (source, license). A database

@@ -1,8 +1,9 @@
 /* report_data.c: reads one recorded run into the structs of report.h.
  *
  * Design choices:
- * - Three scans (cells, results, metrics), each ordered by cell so that a
- *   cell's checks and metrics are one contiguous slice of a single array;
+ * - Four scans (cells, results, metrics, series: report_series.c), each
+ *   ordered by cell so that a cell's checks, metrics and points are one
+ *   contiguous slice of a single array;
  *   no per-cell query, so a 10,000-cell run loads in milliseconds.
  * - Every string lives in one arena freed with the run (report_arena.c): the
  *   writers hold const char * and never free anything. The helpers the
@@ -404,7 +405,8 @@ int gt_report_load(gt_db *db, int64_t run_id, bool gate, gt_db *base, int64_t ba
         map[i] = (id_ix){r->cells[i].id, i};
     qsort(map, (size_t)r->n, sizeof *map, cmp_id);
     if (load_rows(r, h, map, false, err) != 0 || load_rows(r, h, map, true, err) != 0 ||
-        gt_report_provenance(r, h, err) != 0 || load_notes(r, db, err) != 0)
+        gt_report_series(r, h, err) != 0 || gt_report_provenance(r, h, err) != 0 ||
+        load_notes(r, db, err) != 0)
         goto fail;
     free(map);
     if (gate)
@@ -429,6 +431,7 @@ void gt_report_free(gt_rep_run *r)
     gt_report_history_free(r->hist);
     free(r->checks_block);
     free(r->metrics_block);
+    free(r->points_block);
     gt_report_arena_free(r);
     free(r);
 }

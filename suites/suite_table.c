@@ -13,6 +13,7 @@ extern const gt_suite gt_suite_functional;
 extern const gt_suite gt_suite_accuracy;
 extern const gt_suite gt_suite_performance;
 extern const gt_suite gt_suite_soak;
+extern const gt_suite gt_suite_long;
 
 /* Every suite the harness knows, in the order a tier usually runs them. */
 static const gt_suite *const SUITES[] = {
@@ -22,6 +23,7 @@ static const gt_suite *const SUITES[] = {
     &gt_suite_accuracy,
     &gt_suite_performance,
     &gt_suite_soak,
+    &gt_suite_long,
 };
 
 /* The http variant of each suite that has one (suites/http_<suite>.c). It is

@@ -230,3 +230,75 @@ fail:
     sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
     return -1;
 }
+
+int fx_add_long(gt_db *db, int64_t run, const char *cell_id)
+{
+    sqlite3 *h = gt_db_sqlite(db);
+    sqlite3_stmt *st;
+    int64_t cell = 0;
+    if (sqlite3_prepare_v2(h, "SELECT id FROM cells WHERE run_id = ? AND cell_id = ?", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_text(st, 2, cell_id, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        cell = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (!cell) {
+        fprintf(stderr, "fixture: no cell %s in run %lld\n", cell_id, (long long)run);
+        return -1;
+    }
+    static const int LEN[3] = {2048, 4096, 8192}, DEPTH[3] = {10, 50, 90};
+    int rc = 0, seq = 100, pseq = 0;
+    for (int l = 0; l < 3; l++) {
+        for (int d = 0; d < 3; d++) {
+            char name[48], msg[300], key[8];
+            snprintf(key, sizeof key, "%05d", 48213 + 7 * (l * 3 + d));
+            bool odd = l == 2 && d == 2;
+            snprintf(name, sizeof name, "passkey_L%d_d%d", LEN[l], DEPTH[d]);
+            snprintf(msg, sizeof msg, "key %s; cell: \"%s\" (%s); reference: \"%s\" (found)", key,
+                     odd ? FX_LONG_ODD_ANSWER : key, odd ? "missed" : "found", key);
+            rc |= check(h, cell, seq++, "long", name, odd ? "fail" : "pass", msg);
+        }
+        double kl = 2e-7 * (1 << l);
+        char name[48], msg[300];
+        snprintf(name, sizeof name, "drift_L%d", LEN[l]);
+        snprintf(msg, sizeof msg, "kld_mean %.3g kld_max %.3g top1 1.000 over positions %d..%d",
+                 kl, kl * 9, LEN[l] - 128, LEN[l] - 1);
+        rc |= check(h, cell, seq++, "long", name, "pass", msg);
+        for (int k = 0; k < 16; k++) {
+            int x = LEN[l] - 128 + 8 * k + 7;
+            char y[40];
+            if (l == 0 && k == 3)
+                snprintf(y, sizeof y, "NULL"); /* a NaN the suite sent */
+            else if (l == 0 && k == 0)
+                snprintf(y, sizeof y, "0"); /* identical logits: drawn at the floor */
+            else
+                snprintf(y, sizeof y, "%.17g", kl * (1 + 0.05 * k));
+            rc |= exec(h, sqlite3_mprintf("INSERT INTO series (cell, seq, suite, name, x, y)"
+                                          " VALUES (%lld, %d, 'long', 'drift_kld', %d, %s)",
+                                          (long long)cell, pseq++, x, y));
+        }
+    }
+    for (int l = 0; l < 3; l++) {
+        double plan = 2.0 * 30 * 64 * 2 * 4 * LEN[l], bytes = plan, rss = 180.0 + 40 * l;
+        char name[48], msg[300];
+        snprintf(name, sizeof name, "kv_L%d", LEN[l]);
+        snprintf(msg, sizeof msg, "kv %.0f bytes, plan %.0f (ratio %.3f); peak RSS %.1f MiB", bytes,
+                 plan, bytes / plan, rss);
+        rc |= check(h, cell, seq++, "long", name, "pass", msg);
+        rc |= exec(h, sqlite3_mprintf("INSERT INTO series (cell, seq, suite, name, x, y) VALUES"
+                                      " (%lld, %d, 'long', 'kv_bytes', %d, %.17g),"
+                                      " (%lld, %d, 'long', 'kv_plan', %d, %.17g),"
+                                      " (%lld, %d, 'long', 'peak_rss_mib', %d, %.17g)",
+                                      (long long)cell, pseq, LEN[l], bytes, (long long)cell,
+                                      pseq + 1, LEN[l], plan, (long long)cell, pseq + 2, LEN[l],
+                                      rss));
+        pseq += 3;
+    }
+    rc |= metric(h, cell, 100, "long", "drift_kld_mean", 8e-7, "nats", "<=", 1e-4, "pass", -1, 0);
+    rc |= metric(h, cell, 101, "long", "passkey_agreement", 8.0 / 9, "ratio", NULL, 0, "info", 1,
+                 0);
+    rc |= metric(h, cell, 102, "long", "passkey_score", 8.0 / 9, "ratio", NULL, 0, "info", 1, 0);
+    return rc ? -1 : 0;
+}

@@ -34,6 +34,19 @@ int64_t fx_make_run_ex(gt_db *db, int n, int variant, const char *run_key, int f
 /* The fake sha256 of model m's quant q (0 f32 = the source, 1 q8_0, 2 q4_0);
  * the fixture records an artifact for each, quants derived from the source. */
 void fx_sha(char out[65], int model, int quant);
+/* Adds what the long suite records to cell cell_id of run (its checks,
+ * metrics and series), as suites/long.c reports them: lengths 2048, 4096
+ * and 8192, passkeys at depths 10/50/90 % (the answers agree except at
+ * 8192/90 %, where the cell's answer is FX_LONG_ODD_ANSWER, missed), 16
+ * drift_kld points per checkpoint growing with depth (one of them 0, one
+ * NULL: FX_LONG_DRIFT_DRAWN are drawable), kv_bytes/kv_plan/peak_rss_mib
+ * per length, and long.drift_kld_mean with tolerance <= 1e-4.
+ * 0 ok, -1 (printed) on an SQL error. */
+int fx_add_long(gt_db *db, int64_t run, const char *cell_id);
+#define FX_LONG_DRIFT_POINTS 48
+#define FX_LONG_DRIFT_DRAWN 47
+#define FX_LONG_ODD_ANSWER "4821\\\"3 <b>" /* JSON-escaped in the message */
+
 /* The log injected into crash cells (to check escaping). */
 #define FX_EVIL_LOG "segfault <script>alert(1)</script> & \"quotes\" \x01\xff\xfe end"
 

@@ -2,7 +2,8 @@
  *
  * Builds small databases through the same functions qualify uses and checks
  * what lands in the tables: one transaction per cell (a failed record leaves
- * nothing), reruns replace rather than duplicate, the reference cache round
+ * nothing), reruns replace rather than duplicate (series points too), merges
+ * carry each cell's points, the reference cache round
  * trip, schema versioning, `db check` catching damage, merges that are
  * idempotent and join shards into one run, and the gate's verdicts and
  * messages (cell, metric, value, tolerance; regressions against a baseline);
@@ -90,10 +91,14 @@ static int record(gt_db *db, int64_t run, const char *cell, const char *status, 
              " \"driver\": \"OpenBLAS\", \"driver_version\": \"0.3\", \"memory\": 1024}],"
              " \"refs\": [%s%s%s],"
              " \"artifacts\": [{\"sha256\": \"ab\", \"path\": \"/m.gguf\", \"size\": 3, \"kind\":"
-             " \"model\", \"model\": \"m\"}]}",
+             " \"model\", \"model\": \"m\"}],"
+             " \"points\": [{\"suite\": \"long\", \"series\": \"drift_kld\", \"x\": 4095,"
+             " \"y\": 1.5e-7}, {\"suite\": \"long\", \"series\": \"drift_kld\", \"x\": 8191,"
+             " \"y\": null}, {\"suite\": \"long\", \"series\": \"kv_bytes\", \"x\": 8192,"
+             " \"y\": %g}]}",
              !strcmp(status, "fail") ? "fail" : "pass", tps, verdict,
              ref_file ? "{\"key\": \"k1\", \"meta\": \"greedy\", \"file\": \"" : "",
-             ref_file ? ref_file : "", ref_file ? "\"}" : "");
+             ref_file ? ref_file : "", ref_file ? "\"}" : "", tps * 1000);
     cJSON *j = cJSON_Parse(text);
     ck_assert_ptr_nonnull(j);
     gt_db_record rec = {
@@ -103,7 +108,8 @@ static int record(gt_db *db, int64_t run, const char *cell, const char *status, 
         .finished_at = 2, .duration_s = 1, .worker_s = 0.9, .overhead_ms = 10,
         .results = cJSON_GetObjectItem(j, "results"), .metrics = cJSON_GetObjectItem(j, "metrics"),
         .devices = cJSON_GetObjectItem(j, "devices"), .refs = cJSON_GetObjectItem(j, "refs"),
-        .artifacts = cJSON_GetObjectItem(j, "artifacts")};
+        .artifacts = cJSON_GetObjectItem(j, "artifacts"),
+        .points = cJSON_GetObjectItem(j, "points")};
     double ms;
     int rc = gt_db_cell_record(db, run, &rec, &ms, err);
     cJSON_Delete(j);
@@ -148,6 +154,13 @@ START_TEST(cells_are_recorded_whole)
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM metrics"), 2);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM metrics WHERE value IS NULL"), 1);
+    /* Series points, in the order sent; a NaN (null) y is stored as NULL. */
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM series"), 3);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM series WHERE y IS NULL"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT x FROM series WHERE seq = 0"), 4095);
+    ck_assert_int_eq(q_int(db, "SELECT x FROM series WHERE seq = 1"), 8191);
+    ck_assert_int_eq(q_int(db, "SELECT y FROM series WHERE name = 'kv_bytes'"), 500000);
+    ck_assert_int_eq(q_int(db, "SELECT y * 1e10 FROM series WHERE x = 4095"), 1500);
     ck_assert_int_eq(q_int(db, "SELECT attempts FROM cells WHERE cell_id = 'm/f32/cpu/default'"), 1);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM cells WHERE device_id IS NOT NULL"), 1);
     void *data;
@@ -158,15 +171,18 @@ START_TEST(cells_are_recorded_whole)
     free(data);
     ck_assert_int_eq(gt_db_ref_get(db, "nope", &data, &size, &err), 1);
 
-    /* Recording again replaces the results; the device row is shared. */
+    /* Recording again replaces the results and points; the device row is shared. */
     ck_assert_int_eq(record(db, run, CELLS[0], "fail", 50, "fail", NULL, &err), 0);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM series"), 3);
+    ck_assert_int_eq(q_int(db, "SELECT y FROM series WHERE name = 'kv_bytes'"), 50000);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM devices"), 1);
     ck_assert_int_eq(q_int(db, "SELECT attempts FROM cells WHERE cell_id = 'm/f32/cpu/default'"), 2);
 
     /* A failure in the middle (a missing reference file) leaves nothing. */
     ck_assert_int_ne(record(db, run, CELLS[1], "pass", 500, "pass", "/nonexistent/ref", &err), 0);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM results"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM series"), 3);
     ck_assert_int_eq(q_int(db, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 3);
     /* An unknown cell is an error, not a new row. */
     ck_assert_int_ne(record(db, run, "x/y/z/w", "pass", 1, "pass", NULL, &err), 0);
@@ -190,6 +206,12 @@ START_TEST(check_finds_damage)
                                     " 'pending' LIMIT 1", &err), 0);
     ck_assert_int_eq(gt_db_check(db, out, &err), 1);
     gt_db_exec(db, "DELETE FROM results WHERE suite = 's'", &err);
+    /* A series point of a pending cell is the same damage. */
+    ck_assert_int_eq(gt_db_exec(db, "INSERT INTO series (cell, seq, suite, name, x, y)"
+                                    " SELECT id, 0, 's', 'p', 1, 2 FROM cells WHERE status ="
+                                    " 'pending' LIMIT 1", &err), 0);
+    ck_assert_int_eq(gt_db_check(db, out, &err), 1);
+    gt_db_exec(db, "DELETE FROM series WHERE suite = 's'", &err);
     gt_db_exec(db, "UPDATE runs SET status = 'complete'", &err);
     ck_assert_int_eq(gt_db_check(db, out, &err), 1); /* complete with pending cells */
     gt_db_exec(db, "UPDATE runs SET status = 'running'", &err);
@@ -230,6 +252,15 @@ START_TEST(merge_joins_shards)
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs"), 1);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells"), 4);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 6);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM series"), 9);
+    /* Each cell keeps its own points (b's failing cell: decode 5, kv 5000). */
+    ck_assert_int_eq(q_int(m, "SELECT s.y FROM series s JOIN cells c ON c.id = s.cell"
+                              " WHERE c.cell_id = 'm/q4_0/cpu/default' AND s.name = 'kv_bytes'"),
+                     5000);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM series s JOIN cells c ON c.id = s.cell"
+                              " WHERE c.cell_id = 'm/q4_0/cpu/default' AND s.y IS NULL"
+                              " AND s.x = 8191 AND s.seq = 1"),
+                     1);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM devices"), 1);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE device_id IS NOT NULL"), 3);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs WHERE status = 'interrupted'") +
@@ -240,6 +271,7 @@ START_TEST(merge_joins_shards)
     ck_assert_int_eq(st.cells_added + st.cells_replaced, 0);
     ck_assert_int_eq(st.cells_kept, 2);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 6);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM series"), 9);
 
     /* A finished copy replaces the pending cell; the run becomes complete. */
     gt_db *c = fresh("c2.sqlite");
@@ -251,6 +283,7 @@ START_TEST(merge_joins_shards)
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM cells WHERE status = 'pending'"), 0);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM runs WHERE status = 'complete'"), 1);
     ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM results"), 8);
+    ck_assert_int_eq(q_int(m, "SELECT COUNT(*) FROM series"), 12);
     ck_assert_int_eq(gt_db_check(m, stdout, &err), 0);
 
     /* Same run key from another matrix: refused, nothing changes. */

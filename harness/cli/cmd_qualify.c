@@ -291,6 +291,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
     }
     cJSON *results = cJSON_CreateArray(), *metrics = cJSON_CreateArray();
     cJSON *devices = cJSON_CreateArray(), *refs = cJSON_CreateArray();
+    cJSON *points = cJSON_CreateArray();
     const cJSON *l;
     cJSON_ArrayForEach(l, o->lines)
     {
@@ -300,6 +301,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
                      : !strcmp(ty, "metric") ? metrics
                      : !strcmp(ty, "device") ? devices
                      : !strcmp(ty, "ref")    ? refs
+                     : !strcmp(ty, "point")  ? points
                                              : NULL;
         if (dst)
             cJSON_AddItemReferenceToArray(dst, (cJSON *)l);
@@ -315,6 +317,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         .part_id = q->part_id, .results = complete ? results : NULL,
         .metrics = complete ? metrics : NULL, .devices = devices,
         .refs = complete ? refs : NULL, .artifacts = cj->artifacts,
+        .points = complete ? points : NULL,
     };
     /* The harness's cost: starting the process until its first line, plus
      * the commit below (added after it). What the worker spends tearing
@@ -327,6 +330,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
     cJSON_Delete(metrics);
     cJSON_Delete(devices);
     cJSON_Delete(refs);
+    cJSON_Delete(points);
     rep->status = final;
     snprintf(rep->reason, sizeof rep->reason, "%s", final == GT_ST_PASS ? "" : reason);
     rep->commit_ms = commit_ms;

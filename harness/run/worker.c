@@ -48,6 +48,10 @@
  *   skip   {reason}                     result {suite, check, status, message}
  *   metric {suite, name, value, unit, tolerance, comparator, verdict, better, regress}
  *   ref    {key, meta, file}            done   {worker_s}
+ *   point  {suite, series, x, y}        (gt_suite_point; at most
+ *          GT_WORKER_MAX_POINTS a cell: past it a series error check says
+ *          the rest were dropped, so a runaway suite cannot grow the
+ *          parent's memory, which holds a cell's lines until it records them)
  *
  * Spec keys: cell, tier, model, quant, backend, driver_id, driver, version,
  * device, threads, seed, artifact, artifact_sha256, source_sha256, f32_path,
@@ -100,7 +104,12 @@ typedef struct worker {
     cJSON *puts; /* {key: file} written by this worker, not yet in the DB */
     int n_put;
     cJSON *reported; /* {"suite.metric": true} for every metric line sent */
+    int n_points;    /* point lines sent (GT_WORKER_MAX_POINTS) */
 } worker;
+
+/* A long cell sends 16 drift points per checkpoint plus a few per length:
+ * under a hundred at 3 lengths, a few hundred at most. */
+#define GT_WORKER_MAX_POINTS 4096
 
 static void emit(worker *w, cJSON *o)
 {
@@ -224,7 +233,28 @@ static int host_ref_put(void *hd, const char *key, const char *meta, const void 
     return 0;
 }
 
-static const gt_suite_host HOST = {host_result, host_metric, host_ref_get, host_ref_put, NULL};
+static void host_point(void *hd, const char *suite, const char *series, double x, double y)
+{
+    worker *w = hd;
+    if (w->n_points++ >= GT_WORKER_MAX_POINTS) {
+        if (w->n_points == GT_WORKER_MAX_POINTS + 1) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "more than %d series points in one cell; the rest were "
+                     "dropped", GT_WORKER_MAX_POINTS);
+            host_result(hd, suite, "series", GT_ST_ERROR, msg);
+        }
+        return;
+    }
+    cJSON *o = line("point");
+    cJSON_AddStringToObject(o, "suite", suite);
+    cJSON_AddStringToObject(o, "series", series);
+    cJSON_AddNumberToObject(o, "x", x); /* NaN prints as null, stored as NULL */
+    cJSON_AddNumberToObject(o, "y", y);
+    emit(hd, o);
+}
+
+static const gt_suite_host HOST = {host_result, host_metric, host_ref_get, host_ref_put,
+                                   host_point};
 
 static void skip(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void skip(worker *w, const char *fmt, ...)

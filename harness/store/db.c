@@ -104,6 +104,13 @@ static const char *const MIGRATIONS[] = {
     "ALTER TABLE cells ADD COLUMN n_parallel INTEGER;"
     "ALTER TABLE cells ADD COLUMN threads INTEGER;"
     "ALTER TABLE cells ADD COLUMN kv_type TEXT;",
+    /* 5: a cell's series (gt_suite_point: the long suite's drift against
+     * position), which the report draws as curves. Rows, not a JSON blob,
+     * so SQL can read them and merge copies them like metrics. */
+    "CREATE TABLE series ("
+    " id INTEGER PRIMARY KEY, cell INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,"
+    " seq INTEGER NOT NULL, suite TEXT NOT NULL, name TEXT NOT NULL, x REAL, y REAL);"
+    "CREATE INDEX series_cell ON series(cell);",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

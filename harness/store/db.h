@@ -55,6 +55,11 @@
  *   ref_cache   key (sha256 of kind, artifact sha256, quant, data hash,
  *               settings), model_sha256, quant, meta, size, sha256, data,
  *               created_at, run_key, cell_id (who computed it)
+ *   series      (schema 5) cell (-> cells.id), seq, suite, name, x, y: the
+ *               points a suite reported with gt_suite_point (the long
+ *               suite's drift_kld against position, kv_bytes, kv_plan,
+ *               peak_rss_mib against length), in the order sent; a few
+ *               hundred per cell at most. NULL x or y: the suite sent NaN
  *
  * Reports read the tables with plain SQL; the functions below are what the
  * harness needs to write them. */
@@ -71,7 +76,7 @@
 
 #include "gt/error.h"
 
-#define GT_DB_SCHEMA_VERSION 4
+#define GT_DB_SCHEMA_VERSION 5
 
 typedef struct gt_db gt_db;
 
@@ -160,13 +165,14 @@ void gt_db_strings_free(char **s, int n);
  *   devices:   {"backend","driver_profile","name","kind","driver",
  *               "driver_version","memory","extra"} (the first is the cell's)
  *   refs:      {"key","meta","file"}: blob files to move into ref_cache
- *   artifacts: {"sha256","path","size","kind","model","quant","source_sha256","arch"} */
+ *   artifacts: {"sha256","path","size","kind","model","quant","source_sha256","arch"}
+ *   points:    {"suite","series","x","y"} (series rows; NULL: none) */
 typedef struct gt_db_record {
     const char *cell_id, *status, *raw_status, *reason;
     const char *model_sha256, *artifact_sha256, *log;
     double started_at, finished_at, duration_s, worker_s, overhead_ms;
     int64_t part_id;
-    const cJSON *results, *metrics, *devices, *refs, *artifacts;
+    const cJSON *results, *metrics, *devices, *refs, *artifacts, *points;
 } gt_db_record;
 
 /* Writes the record in one transaction; *commit_ms (may be NULL) receives

@@ -199,7 +199,8 @@ int gt_db_check(gt_db *db, FILE *out, gt_err *err)
         rows_are_problems(&c, "no results for pending cells",
                           "SELECT c.cell_id FROM cells c WHERE c.status = 'pending' AND"
                           " (EXISTS (SELECT 1 FROM results r WHERE r.cell = c.id) OR"
-                          "  EXISTS (SELECT 1 FROM metrics m WHERE m.cell = c.id))",
+                          "  EXISTS (SELECT 1 FROM metrics m WHERE m.cell = c.id) OR"
+                          "  EXISTS (SELECT 1 FROM series s WHERE s.cell = c.id))",
                           err) ||
         rows_are_problems(&c, "finished cells have times",
                           "SELECT cell_id, status FROM cells WHERE status != 'pending' AND"

@@ -47,7 +47,7 @@ static int run_sql(gt_db *db, const char *sql, int64_t a, int64_t b, int64_t c, 
 }
 
 /* Copies one source cell (src id) into the destination run, with its
- * results and metrics, mapping device and part ids by natural key. */
+ * results, metrics and series, mapping device and part ids by natural key. */
 static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, int64_t *new_id, gt_err *err)
 {
     if (run_sql(db,
@@ -74,6 +74,10 @@ static int copy_cell(gt_db *db, int64_t src_cell, int64_t dst_run, int64_t *new_
                 "INSERT INTO main.metrics (cell, seq, suite, name, value, unit, tolerance,"
                 " comparator, verdict, better, regress) SELECT ?2, seq, suite, name, value, unit,"
                 " tolerance, comparator, verdict, better, regress FROM src.metrics WHERE cell = ?1",
+                src_cell, dst_cell, 0, err) != 0 ||
+        run_sql(db,
+                "INSERT INTO main.series (cell, seq, suite, name, x, y)"
+                " SELECT ?2, seq, suite, name, x, y FROM src.series WHERE cell = ?1",
                 src_cell, dst_cell, 0, err) != 0)
         return -1;
     return 0;
@@ -154,6 +158,7 @@ static int mark_conflict(gt_db *db, int64_t did, const char *dst_status, int64_t
     if (status_rank(src_status) > status_rank(dst_status)) {
         if (run_sql(db, "DELETE FROM main.results WHERE cell = ?1", did, 0, 0, err) ||
             run_sql(db, "DELETE FROM main.metrics WHERE cell = ?1", did, 0, 0, err) ||
+            run_sql(db, "DELETE FROM main.series WHERE cell = ?1", did, 0, 0, err) ||
             run_sql(db, "DELETE FROM main.cells WHERE id = ?1", did, 0, 0, err) ||
             copy_cell(db, sid, dst_run, &did, err))
             return -1;
@@ -268,6 +273,7 @@ static int merge_run(gt_db *db, int64_t src_run, const char *run_key, const char
             sqlite3_reset(mine); /* release the row before deleting it */
             rc = run_sql(db, "DELETE FROM main.results WHERE cell = ?1", did, 0, 0, err) ||
                  run_sql(db, "DELETE FROM main.metrics WHERE cell = ?1", did, 0, 0, err) ||
+                 run_sql(db, "DELETE FROM main.series WHERE cell = ?1", did, 0, 0, err) ||
                  run_sql(db, "DELETE FROM main.cells WHERE id = ?1", did, 0, 0, err) ||
                  copy_cell(db, sid, dst.id, NULL, err);
             stats->cells_replaced++;

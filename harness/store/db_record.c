@@ -2,7 +2,8 @@
  *
  * Everything a worker reported goes in with the cell's final status in one
  * BEGIN IMMEDIATE transaction: devices (deduplicated per run and host),
- * results and metrics (replacing any from an earlier attempt), reference
+ * results, metrics and series points (replacing any from an earlier
+ * attempt), reference
  * outputs (moved from the worker's scratch files into ref_cache; the files
  * are removed only after the commit), artifacts. A failure rolls all of it
  * back, so the cell stays pending and a resume re-runs it. */
@@ -162,6 +163,36 @@ static int record_artifact(gt_db *db, const cJSON *a, gt_err *err)
     return rc;
 }
 
+/* The series points, in the order the worker sent them (seq). */
+static int record_points(gt_db *db, int64_t cell, const cJSON *points, gt_err *err)
+{
+    if (!cJSON_GetArraySize(points))
+        return 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h,
+                           "INSERT INTO series (cell, seq, suite, name, x, y) VALUES (?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "recording series");
+    int seq = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, points)
+    {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, cell);
+        sqlite3_bind_int(st, 2, seq++);
+        gt_dbi_bind_text(st, 3, jstr(p, "suite") ? jstr(p, "suite") : "");
+        gt_dbi_bind_text(st, 4, jstr(p, "series") ? jstr(p, "series") : "");
+        bind_jnum(st, 5, p, "x");
+        bind_jnum(st, 6, p, "y");
+        if (step_done(db, st, err, "recording series") != 0) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
 static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_err *err)
 {
     sqlite3_stmt *st;
@@ -200,6 +231,9 @@ static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_er
     if (gt_db_exec(db, del, err) != 0)
         return -1;
     snprintf(del, sizeof del, "DELETE FROM metrics WHERE cell = %lld", (long long)cell);
+    if (gt_db_exec(db, del, err) != 0)
+        return -1;
+    snprintf(del, sizeof del, "DELETE FROM series WHERE cell = %lld", (long long)cell);
     if (gt_db_exec(db, del, err) != 0)
         return -1;
 
@@ -254,6 +288,9 @@ static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_er
         }
     }
     sqlite3_finalize(st);
+
+    if (record_points(db, cell, rec->points, err) != 0)
+        return -1;
 
     cJSON_ArrayForEach(r, rec->refs)
     if (record_ref(db, r, rec->artifact_sha256, quant, run_key, rec->cell_id, err) != 0)
