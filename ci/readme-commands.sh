@@ -95,6 +95,7 @@ entry 'gauntlet synth OUT.gguf --preset tiny|smollm2-135m --seed 1 [--type q4_0]
 entry 'gauntlet synth OUT.gguf --arch qwen3 --preset qwen3-tiny' run 'out.gguf'
 entry 'gauntlet test-ops -b cpu' run
 entry 'gauntlet bench -m MODEL -b cpu -t 2' run
+entry 'gauntlet bench -m MODEL -b cpu -t 2 -p 16 -n 8 -d 0,64,256' run
 entry 'gauntlet fetch --url URL --sha256 H' run 'cache/gauntlet/models/stories260K.gguf'
 entry 'gauntlet anchors matrices/ci.json stories260k --peer llama-perplexity=P --peer llama-server=S' skip \
   "needs the llama.cpp peer (ci/peer-llamacpp.sh: a 15-minute build, never part of CI); its output is committed in matrices/anchors/ and ci/anchors.sh measures it again"

@@ -9,6 +9,7 @@
 #define GT_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gt/model.h"
 
@@ -24,17 +25,48 @@ int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out,
 double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
                         size_t name_len);
 
+enum { BENCH_MAX_REPS = 100, BENCH_MAX_DEPTHS = 8 };
+
+/* One backend's measurement (bench_run.c), run by bench_in_child: the
+ * model on backend in one session of max(depth) + max(pp, tg) positions;
+ * at each depth (tokens already in the cache, filled by one untimed
+ * prefill) a warm-up and reps repetitions of a pp-token prefill and of tg
+ * single-token decodes (either 0 = skipped). */
+typedef struct bench_backend_arg {
+    const char *backend, *driver, *model;
+    long pp, tg, reps, threads;
+    int n_depth;
+    long depth[BENCH_MAX_DEPTHS];
+} bench_backend_arg;
+
+typedef struct bench_res {
+    int ok;
+    char err[600];
+    char backend[32], device[128], driver[128], driver_version[64], extra[256];
+    int threads;
+    double load_s;
+    int n_depth;
+    long depth[BENCH_MAX_DEPTHS];
+    int n_pp[BENCH_MAX_DEPTHS], n_tg[BENCH_MAX_DEPTHS];
+    double pp[BENCH_MAX_DEPTHS][BENCH_MAX_REPS], tg[BENCH_MAX_DEPTHS][BENCH_MAX_REPS];
+    uint64_t peak_rss, kv_bytes;
+} bench_res;
+
+void bench_backend_child(const void *arg, void *out);
+
 /* One run of llama.cpp's llama-bench (the peer of `gauntlet bench --peer`):
- * the binary at path on model with -p pp -n tg -t threads -r 1 -o json.
- * Fills the t/s of its pp and tg tests (0 when not run) and its build
- * ("b<number>-<commit>"). Returns 0, or -1 with why (could not run, exited
- * nonzero: its last output line, printed no JSON). */
+ * the binary at path on model with -p pp -n tg -d depths -t threads -r 1
+ * -o json. Fills the t/s of its pp and tg tests at each depth (index as in
+ * depth; 0 when not run) and its build ("b<number>-<commit>"). Returns 0,
+ * or -1 with why (could not run, exited nonzero: its last output line,
+ * printed no JSON, a result missing). */
 typedef struct bench_peer_run {
-    double pp_tps, tg_tps;
+    double pp_tps[BENCH_MAX_DEPTHS], tg_tps[BENCH_MAX_DEPTHS];
     char build[64];
 } bench_peer_run;
 
-int bench_peer_llamabench(const char *path, const char *model, long pp, long tg, int threads,
-                          bench_peer_run *out, char *why, size_t why_len);
+int bench_peer_llamabench(const char *path, const char *model, long pp, long tg, int n_depth,
+                          const long *depth, int threads, bench_peer_run *out, char *why,
+                          size_t why_len);
 
 #endif

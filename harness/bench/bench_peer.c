@@ -52,15 +52,18 @@ static void last_line(const char *s, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(end - start), start);
 }
 
-int bench_peer_llamabench(const char *path, const char *model, long pp, long tg, int threads,
-                          bench_peer_run *out, char *why, size_t why_len)
+int bench_peer_llamabench(const char *path, const char *model, long pp, long tg, int n_depth,
+                          const long *depth, int threads, bench_peer_run *out, char *why,
+                          size_t why_len)
 {
     memset(out, 0, sizeof *out);
-    char p[24], n[24], t[24];
+    char p[24], n[24], t[24], d[BENCH_MAX_DEPTHS * 12 + 1] = "";
     snprintf(p, sizeof p, "%ld", pp);
     snprintf(n, sizeof n, "%ld", tg);
     snprintf(t, sizeof t, "%d", threads);
-    char *const argv[] = {(char *)path, "-m", (char *)model, "-p", p, "-n", n, "-t", t,
+    for (int k = 0; k < n_depth; k++)
+        snprintf(d + strlen(d), sizeof d - strlen(d), "%s%ld", k ? "," : "", depth[k]);
+    char *const argv[] = {(char *)path, "-m", (char *)model, "-p", p, "-n", n, "-d", d, "-t", t,
                           "-r", "1", "-o", "json", NULL};
     char err_path[] = "/tmp/gt-peer-XXXXXX";
     int err_fd = mkstemp(err_path);
@@ -117,23 +120,34 @@ int bench_peer_llamabench(const char *path, const char *model, long pp, long tg,
     {
         const cJSON *np = cJSON_GetObjectItemCaseSensitive(e, "n_prompt");
         const cJSON *ng = cJSON_GetObjectItemCaseSensitive(e, "n_gen");
+        const cJSON *nd = cJSON_GetObjectItemCaseSensitive(e, "n_depth");
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "avg_ts");
         const cJSON *commit = cJSON_GetObjectItemCaseSensitive(e, "build_commit");
         const cJSON *number = cJSON_GetObjectItemCaseSensitive(e, "build_number");
         if (!cJSON_IsNumber(np) || !cJSON_IsNumber(ng) || !cJSON_IsNumber(ts))
             continue;
+        /* a build without -d has no n_depth: its runs are at depth 0 */
+        const long at = cJSON_IsNumber(nd) ? (long)nd->valuedouble : 0;
+        int k = 0;
+        while (k < n_depth && depth[k] != at)
+            k++;
+        if (k == n_depth)
+            continue;
         if (np->valuedouble > 0 && ng->valuedouble == 0)
-            out->pp_tps = ts->valuedouble;
+            out->pp_tps[k] = ts->valuedouble;
         else if (np->valuedouble == 0 && ng->valuedouble > 0)
-            out->tg_tps = ts->valuedouble;
+            out->tg_tps[k] = ts->valuedouble;
         if (cJSON_IsString(commit))
             snprintf(out->build, sizeof out->build, "b%d-%s",
                      cJSON_IsNumber(number) ? (int)number->valuedouble : 0, commit->valuestring);
     }
-    if ((pp > 0 && out->pp_tps <= 0) || (tg > 0 && out->tg_tps <= 0))
-        snprintf(why, why_len, "%s: no pp%ld/tg%ld result with avg_ts in its JSON", path, pp, tg);
-    else
-        rc = 0;
+    rc = 0;
+    for (int k = 0; k < n_depth && rc == 0; k++)
+        if ((pp > 0 && out->pp_tps[k] <= 0) || (tg > 0 && out->tg_tps[k] <= 0)) {
+            snprintf(why, why_len, "%s: no pp%ld/tg%ld result at depth %ld with avg_ts in its JSON",
+                     path, pp, tg, depth[k]);
+            rc = -1;
+        }
 out:
     cJSON_Delete(arr);
     free(json);

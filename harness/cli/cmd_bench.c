@@ -19,23 +19,23 @@
  * llama-bench on the same file with the same -p/-n/-t, one repetition of
  * each side in turn (gauntlet's child, then the peer, -r times), so both see
  * the same machine state, and prints the peer's median t/s and the ratio
- * gauntlet/peer beside each row. */
+ * gauntlet/peer beside each row. -d LIST runs every test at each depth
+ * (tokens already in the cache, filled untimed; bench_run.c), one row per
+ * depth, and passes the same -d to the peer. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "base.h"
 #include "commands.h"
-#include "gt/sampler.h"
 
-#define MAX_REPS 100
+#define MAX_REPS BENCH_MAX_REPS
 
 typedef struct model_facts {
     char file[256];
@@ -54,22 +54,11 @@ typedef struct machine_res {
     char blas[160];
 } machine_res;
 
-typedef struct bench_res {
-    int ok;
-    char err[600];
-    char backend[32], device[128], driver[128], driver_version[64], extra[256];
-    int threads;
-    double load_s;
-    int n_pp, n_tg;
-    double pp[MAX_REPS], tg[MAX_REPS];
-    uint64_t peak_rss, kv_bytes;
-} bench_res;
-
 /* The peer's repetitions (--peer). */
 typedef struct peer_res {
     const char *path;
     int n;
-    double pp[MAX_REPS], tg[MAX_REPS];
+    double pp[BENCH_MAX_DEPTHS][MAX_REPS], tg[BENCH_MAX_DEPTHS][MAX_REPS];
     char build[64], err[600];
 } peer_res;
 
@@ -78,18 +67,25 @@ typedef struct bench_opts {
     long pp, tg, reps, threads, cpp, ctg, creps;
     long bw_mib;
     bool machine;
+    int n_depth;
+    long depth[BENCH_MAX_DEPTHS];
     enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL } out;
 } bench_opts;
 
 static void help(FILE *f)
 {
     fprintf(f,
-            "usage: gauntlet bench -m MODEL [-b BACKEND] [-p 512] [-n 128] [-r 5] [-t N]\n"
+            "usage: gauntlet bench -m MODEL [-b BACKEND] [-p 512] [-n 128] [-d 0,...] [-r 5] [-t N]\n"
             "                      [-o md|csv|json|jsonl] [--driver D] [--compare B2]\n"
             "  -m, --model FILE       GGUF model\n"
             "  -b, --backend NAME     backend to measure (default cpu)\n"
             "  -p, --prompt N         prefill test: N tokens in one eval (default 512, 0 = skip)\n"
             "  -n, --gen N            decode test: N single-token evals (default 128, 0 = skip)\n"
+            "  -d, --depth LIST       tokens already in the cache when each test starts, e.g.\n"
+            "                         0,4096,16384 (default 0; up to %d depths): one untimed\n"
+            "                         prefill fills the cache, then -p and -n are timed after it,\n"
+            "                         one row per depth (llama-bench's -d); the session holds\n"
+            "                         the deepest plus max(-p, -n) positions\n"
             "  -r, --reps N           repetitions after the warm-up (default 5)\n"
             "  -t, --threads N        backend and machine-measurement threads (default: all cores)\n"
             "  -o, --output FMT       md (default), csv, json, jsonl\n"
@@ -100,11 +96,12 @@ static void help(FILE *f)
             "      --compare-r N      repetitions for B2 (default: -r)\n"
             "      --peer llama-bench=PATH\n"
             "                         also run llama.cpp's llama-bench at PATH on the same file,\n"
-            "                         -p/-n/-t, repetitions interleaved with this backend's; prints\n"
-            "                         its t/s and the ratio gauntlet/peer (ci/peer-llamacpp.sh\n"
-            "                         builds one)\n"
+            "                         -p/-n/-d/-t, repetitions interleaved with this backend's;\n"
+            "                         prints its t/s and the ratio gauntlet/peer per depth\n"
+            "                         (ci/peer-llamacpp.sh builds one)\n"
             "      --bw-mib N         bandwidth buffer in MiB (default 1024)\n"
-            "      --no-machine       skip the bandwidth and sgemm measurements\n");
+            "      --no-machine       skip the bandwidth and sgemm measurements\n",
+            BENCH_MAX_DEPTHS);
 }
 
 /* ---- statistics ------------------------------------------------------------- */
@@ -161,172 +158,78 @@ static void machine_child(const void *varg, void *vout)
     r->ok = r->read_gbs > 0;
 }
 
-/* ---- one backend --------------------------------------------------------------- */
-
-typedef struct backend_arg {
-    const char *backend, *driver, *model;
-    long pp, tg, reps, threads;
-} backend_arg;
-
-static uint64_t peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    uint64_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    if (!kb) {
-        struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) == 0)
-            kb = (uint64_t)ru.ru_maxrss;
-    }
-    return kb * 1024;
-}
-
-static int time_pp(gt_session *s, const int32_t *toks, int n, double *tps, gt_err *err)
-{
-    if (gt_session_truncate(s, 0, err) != 0)
-        return -1;
-    const double t0 = gt_now();
-    if (gt_session_eval(s, toks, n, false, NULL, err) != 0)
-        return -1;
-    *tps = n / (gt_now() - t0);
-    return 0;
-}
-
-static int time_tg(gt_session *s, int n, int n_vocab, float *logits, double *tps, gt_err *err)
-{
-    if (gt_session_truncate(s, 0, err) != 0)
-        return -1;
-    int32_t tok = 1 % n_vocab;
-    const double t0 = gt_now();
-    for (int i = 0; i < n; i++) {
-        if (gt_session_eval(s, &tok, 1, false, logits, err) != 0)
-            return -1;
-        tok = gt_argmax(logits, n_vocab);
-    }
-    *tps = n / (gt_now() - t0);
-    return 0;
-}
-
-static void backend_child(const void *varg, void *vout)
-{
-    const backend_arg *a = varg;
-    bench_res *r = vout;
-    memset(r, 0, sizeof *r);
-    snprintf(r->backend, sizeof r->backend, "%s", a->backend);
-    gt_err err = {{0}};
-    gt_model *m = NULL;
-    gt_backend *b = NULL;
-    gt_session *s = NULL;
-    float *logits = NULL;
-    int32_t *toks = NULL;
-    const double t0 = gt_now();
-    if (gt_model_load(a->model, &m, &err) != 0)
-        goto fail;
-    const gt_backend_config cfg = {.device = 0, .n_threads = (int)a->threads, .driver = a->driver};
-    if (gt_backend_open(a->backend, &cfg, &b, &err) != 0)
-        goto fail;
-    const gt_hparams *hp = gt_model_hparams(m);
-    const long ctx = a->pp > a->tg ? a->pp : a->tg;
-    const gt_session_params sp = {.n_ctx = (int)(ctx > 16 ? ctx : 16)};
-    if (gt_session_new(m, b, &sp, &s, &err) != 0)
-        goto fail;
-    r->load_s = gt_now() - t0;
-    snprintf(r->device, sizeof r->device, "%s", b->info.name);
-    snprintf(r->driver, sizeof r->driver, "%s", b->info.driver);
-    snprintf(r->driver_version, sizeof r->driver_version, "%s", b->info.driver_version);
-    snprintf(r->extra, sizeof r->extra, "%s", b->info.extra);
-    r->threads = (int)a->threads;
-    r->kv_bytes = gt_session_kv_bytes(s);
-    logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
-    toks = malloc(sizeof(int32_t) * (size_t)(a->pp > 0 ? a->pp : 1));
-    if (!logits || !toks) {
-        gt_err_set(&err, "out of memory");
-        goto fail;
-    }
-    uint64_t seed = 12345;
-    for (long i = 0; i < a->pp; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        toks[i] = (int32_t)((seed >> 33) % (uint64_t)hp->n_vocab);
-    }
-    double warm;
-    if (a->pp > 0) {
-        if (time_pp(s, toks, (int)a->pp, &warm, &err) != 0)
-            goto fail;
-        for (long i = 0; i < a->reps; i++)
-            if (time_pp(s, toks, (int)a->pp, &r->pp[r->n_pp++], &err) != 0)
-                goto fail;
-    }
-    if (a->tg > 0) {
-        if (time_tg(s, a->tg < 16 ? (int)a->tg : 16, hp->n_vocab, logits, &warm, &err) != 0)
-            goto fail;
-        for (long i = 0; i < a->reps; i++)
-            if (time_tg(s, (int)a->tg, hp->n_vocab, logits, &r->tg[r->n_tg++], &err) != 0)
-                goto fail;
-    }
-    r->peak_rss = peak_rss();
-    r->ok = 1;
-    goto done;
-fail:
-    snprintf(r->err, sizeof r->err, "%s", err.msg);
-done:
-    free(logits);
-    free(toks);
-    gt_session_free(s);
-    gt_backend_close(b);
-    gt_model_free(m);
-}
-
 /* ---- reporting ------------------------------------------------------------------ */
 
-static double prefill_flops(const model_facts *mf, long pp)
+/* Prefill FLOPs of pp tokens after depth already in the cache. */
+static double prefill_flops(const model_facts *mf, long pp, long depth)
 {
     const gt_hparams *hp = &mf->hp;
     const double head = (double)hp->n_vocab * hp->n_embd;
     const double per_tok = 2.0 * ((double)mf->matrix_params - head);
-    /* sum over rows i of (i+1) keys: pp(pp+1)/2 */
-    const double attn = 4.0 * hp->n_layer * (double)hp->n_head * hp->head_dim * pp * (pp + 1) / 2.0;
+    /* sum over rows i of (depth + i + 1) keys: pp x depth + pp(pp+1)/2 */
+    const double keys = (double)pp * depth + pp * (pp + 1) / 2.0;
+    const double attn = 4.0 * hp->n_layer * (double)hp->n_head * hp->head_dim * keys;
     return per_tok * pp + 2.0 * head + attn;
+}
+
+/* K/V bytes (F32, bench's sessions) a decode token at position pos reads:
+ * every cached position of a global layer, the window of a local one. At
+ * depth this adds to the weights each token reads. */
+static double kv_read_bytes(const model_facts *mf, double pos)
+{
+    const gt_hparams *hp = &mf->hp;
+    const double row = 2.0 * hp->n_head_kv * hp->head_dim * sizeof(float);
+    double rows = 0;
+    for (int l = 0; l < hp->n_layer; l++)
+        rows += hp->swa_window > 0 && gt_hparams_layer_local(hp, l) && pos > hp->swa_window
+                    ? hp->swa_window
+                    : pos;
+    return rows * row;
 }
 
 typedef struct row {
     const bench_res *r;
     char test[16];
+    long depth;
     double tps, sd, metric, pct, ratio, peer_tps, peer_ratio;
     const char *metric_unit, *pct_of;
 } row;
 
+/* Per depth: the prefill row, then the decode row. */
 static int make_rows(const bench_res *r, const model_facts *mf, const machine_res *mach, long pp,
                      long tg, row *out)
 {
     int n = 0;
-    if (r->n_pp) {
-        row *w = &out[n++];
-        memset(w, 0, sizeof *w);
-        w->r = r;
-        snprintf(w->test, sizeof w->test, "pp%ld", pp);
-        w->tps = median(r->pp, r->n_pp);
-        w->sd = stddev(r->pp, r->n_pp);
-        w->metric = prefill_flops(mf, pp) / (pp / w->tps) / 1e9;
-        w->metric_unit = "GFLOP/s";
-        w->pct = mach && mach->sgemm_gflops > 0 ? 100.0 * w->metric / mach->sgemm_gflops : NAN;
-        w->pct_of = "sgemm";
-    }
-    if (r->n_tg) {
-        row *w = &out[n++];
-        memset(w, 0, sizeof *w);
-        w->r = r;
-        snprintf(w->test, sizeof w->test, "tg%ld", tg);
-        w->tps = median(r->tg, r->n_tg);
-        w->sd = stddev(r->tg, r->n_tg);
-        w->metric = (double)mf->bytes_per_token * w->tps / 1e9;
-        w->metric_unit = "GB/s";
-        w->pct = mach && mach->read_gbs > 0 ? 100.0 * w->metric / mach->read_gbs : NAN;
-        w->pct_of = "read bandwidth";
+    for (int k = 0; k < r->n_depth; k++) {
+        const long d = r->depth[k];
+        if (r->n_pp[k]) {
+            row *w = &out[n++];
+            memset(w, 0, sizeof *w);
+            w->r = r;
+            w->depth = d;
+            snprintf(w->test, sizeof w->test, "pp%ld", pp);
+            w->tps = median(r->pp[k], r->n_pp[k]);
+            w->sd = stddev(r->pp[k], r->n_pp[k]);
+            w->metric = prefill_flops(mf, pp, d) / (pp / w->tps) / 1e9;
+            w->metric_unit = "GFLOP/s";
+            w->pct = mach && mach->sgemm_gflops > 0 ? 100.0 * w->metric / mach->sgemm_gflops : NAN;
+            w->pct_of = "sgemm";
+        }
+        if (r->n_tg[k]) {
+            row *w = &out[n++];
+            memset(w, 0, sizeof *w);
+            w->r = r;
+            w->depth = d;
+            snprintf(w->test, sizeof w->test, "tg%ld", tg);
+            w->tps = median(r->tg[k], r->n_tg[k]);
+            w->sd = stddev(r->tg[k], r->n_tg[k]);
+            /* weights, plus the K/V read at the mean position of the test */
+            const double bytes = (double)mf->bytes_per_token + kv_read_bytes(mf, d + tg / 2.0);
+            w->metric = bytes * w->tps / 1e9;
+            w->metric_unit = "GB/s";
+            w->pct = mach && mach->read_gbs > 0 ? 100.0 * w->metric / mach->read_gbs : NAN;
+            w->pct_of = "read bandwidth";
+        }
     }
     for (int i = 0; i < n; i++)
         out[i].ratio = out[i].peer_tps = out[i].peer_ratio = NAN;
@@ -347,6 +250,7 @@ static cJSON *row_json(const row *w, const model_facts *mf)
     cJSON_AddStringToObject(o, "driver_version", w->r->driver_version);
     cJSON_AddStringToObject(o, "extra", w->r->extra);
     cJSON_AddStringToObject(o, "test", w->test);
+    cJSON_AddNumberToObject(o, "depth", (double)w->depth);
     cJSON_AddNumberToObject(o, "tokens_per_s", w->tps);
     cJSON_AddNumberToObject(o, "stddev", w->sd);
     cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "gflops" : "effective_gbs", w->metric);
@@ -415,7 +319,12 @@ static void print_kv_memory(const model_facts *mf, uint64_t run_bytes)
 static void add_peer(row *rows, int n, const peer_res *pr)
 {
     for (int i = 0; pr && pr->n > 0 && i < n; i++) {
-        double v = rows[i].test[0] == 'p' ? median(pr->pp, pr->n) : median(pr->tg, pr->n);
+        int k = 0;
+        while (k < rows[i].r->n_depth && rows[i].r->depth[k] != rows[i].depth)
+            k++;
+        const double v = k == rows[i].r->n_depth ? NAN
+                         : rows[i].test[0] == 'p' ? median(pr->pp[k], pr->n)
+                                                  : median(pr->tg[k], pr->n);
         rows[i].peer_tps = v;
         rows[i].peer_ratio = v > 0 ? rows[i].tps / v : NAN;
     }
@@ -433,19 +342,19 @@ static void print_peer(const bench_opts *o, const row *rows, int n, const peer_r
            "side interleaved%s%s\n",
            pr->path, pr->build[0] ? pr->build : "build unknown", nt, pr->n,
            pr->err[0] ? "; then failed: " : "", pr->err);
-    printf("\n| test | %s t/s | llama.cpp t/s | %s / llama.cpp |\n|---|---:|---:|---:|\n",
-           o->backend, o->backend);
+    printf("\n| test | depth | %s t/s | llama.cpp t/s | %s / llama.cpp |\n"
+           "|---|---:|---:|---:|---:|\n", o->backend, o->backend);
     for (int i = 0; i < n; i++)
         if (!isnan(rows[i].peer_tps))
-            printf("| %s | %.2f | %.2f | %.2fx |\n", rows[i].test, rows[i].tps, rows[i].peer_tps,
-                   rows[i].peer_ratio);
+            printf("| %s | %ld | %.2f | %.2f | %.2fx |\n", rows[i].test, rows[i].depth,
+                   rows[i].tps, rows[i].peer_tps, rows[i].peer_ratio);
 }
 
 static void report(const bench_opts *o, const model_facts *mf, const machine_res *mach,
                    bench_res *const res[2], const long pps[2], const long tgs[2],
                    const peer_res *pr, int nt)
 {
-    row rows[4];
+    row rows[4 * BENCH_MAX_DEPTHS];
     int nr = 0;
     int first[2] = {0, 0}, count[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
@@ -459,7 +368,8 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
     if (res[1] && res[1]->ok && res[0]->ok)
         for (int a = first[0]; a < first[0] + count[0]; a++)
             for (int b = first[1]; b < first[1] + count[1]; b++)
-                if (rows[a].test[0] == rows[b].test[0] && rows[b].tps > 0)
+                if (rows[a].test[0] == rows[b].test[0] && rows[a].depth == rows[b].depth &&
+                    rows[b].tps > 0)
                     rows[a].ratio = rows[a].tps / rows[b].tps;
     if (res[0]->ok)
         add_peer(rows + first[0], count[0], pr);
@@ -500,19 +410,20 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
         return;
     }
     if (o->out == OUT_CSV) {
+        /* depth last: scripts read the columns before it by number */
         printf("model,type,backend,threads,driver,driver_version,test,tokens_per_s,stddev,metric,unit,"
                "pct_of_machine,machine_ref,ratio_vs_compare,load_s,peak_rss_mib,rss_budget_mib,"
-               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer\n");
+               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer,depth\n");
         for (int i = 0; i < nr; i++) {
             const row *w = &rows[i];
             printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f,"
-                   "%.2f,%.3f\n",
+                   "%.2f,%.3f,%ld\n",
                    mf->file, mf->type, w->r->backend, w->r->threads, w->r->driver,
                    w->r->driver_version, w->test, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
                    w->pct_of, w->ratio, w->r->load_s, w->r->peak_rss / 1048576.0,
                    (mf->file_bytes + w->r->kv_bytes + (64u << 20)) / 1048576.0,
                    mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN, w->peer_tps,
-                   w->peer_ratio);
+                   w->peer_ratio, w->depth);
         }
         return;
     }
@@ -526,9 +437,9 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
                mach->read_gbs, mach->bw_mib, mach->bw_threads, mach->sgemm_gflops,
                mach->sgemm_gflops > 0 ? mach->blas : "no BLAS", o->pp > 0 ? o->pp : 512,
                mach->bw_threads);
-    printf("\n| backend | threads | driver | test | t/s | stddev | throughput | %% of machine | "
+    printf("\n| backend | threads | driver | test | depth | t/s | stddev | throughput | %% of machine | "
            "ratio | load s | peak RSS MiB (budget) |\n");
-    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nr; i++) {
         const row *w = &rows[i];
         char pct[48] = "-", ratio[24] = "-";
@@ -537,8 +448,9 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
         if (!isnan(w->ratio))
             snprintf(ratio, sizeof ratio, "%.1fx", w->ratio);
         const uint64_t budget = mf->file_bytes + w->r->kv_bytes + (64u << 20);
-        printf("| %s | %d | %s %s | %s | %.2f | %.2f | %.1f %s | %s | %s | %.3f | %.1f (%.1f%s) |\n",
-               w->r->backend, w->r->threads, w->r->driver, w->r->driver_version, w->test, w->tps,
+        printf("| %s | %d | %s %s | %s | %ld | %.2f | %.2f | %.1f %s | %s | %s | %.3f | %.1f (%.1f%s) |\n",
+               w->r->backend, w->r->threads, w->r->driver, w->r->driver_version, w->test, w->depth,
+               w->tps,
                w->sd, w->metric, w->metric_unit, pct, ratio, w->r->load_s,
                w->r->peak_rss / 1048576.0, budget / 1048576.0,
                w->r->peak_rss <= budget ? "" : ", OVER");
@@ -558,10 +470,10 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
  * warm-up) then one llama-bench run; res gathers gauntlet's repetitions.
  * Returns -1 when a side failed (its error set; what was measured before
  * stays). */
-static int run_interleaved(const backend_arg *ba, const char *model, int nt, bench_res *res,
+static int run_interleaved(const bench_backend_arg *ba, const char *model, int nt, bench_res *res,
                            peer_res *pr)
 {
-    backend_arg one = *ba;
+    bench_backend_arg one = *ba;
     one.reps = 1;
     bench_res *r = malloc(sizeof *r);
     if (!r) {
@@ -574,7 +486,7 @@ static int run_interleaved(const backend_arg *ba, const char *model, int nt, ben
         why[0] = '\0';
         fprintf(stderr, "gauntlet bench: round %ld/%ld: %s, then llama-bench\n", k + 1, ba->reps,
                 ba->backend);
-        if (bench_in_child(backend_child, &one, r, sizeof *r, why, sizeof why) != 0 || !r->ok) {
+        if (bench_in_child(bench_backend_child, &one, r, sizeof *r, why, sizeof why) != 0 || !r->ok) {
             if (!r->ok && !why[0])
                 snprintf(why, sizeof why, "%s", r->err);
             snprintf(res->err, sizeof res->err, "%s", why);
@@ -588,28 +500,62 @@ static int run_interleaved(const backend_arg *ba, const char *model, int nt, ben
         *res = *r;
         memcpy(res->pp, all.pp, sizeof res->pp);
         memcpy(res->tg, all.tg, sizeof res->tg);
-        res->n_pp = all.n_pp;
-        res->n_tg = all.n_tg;
+        memcpy(res->n_pp, all.n_pp, sizeof res->n_pp);
+        memcpy(res->n_tg, all.n_tg, sizeof res->n_tg);
         res->peak_rss = rss;
-        if (r->n_pp)
-            res->pp[res->n_pp++] = r->pp[0];
-        if (r->n_tg)
-            res->tg[res->n_tg++] = r->tg[0];
+        for (int d = 0; d < r->n_depth; d++) {
+            if (r->n_pp[d])
+                res->pp[d][res->n_pp[d]++] = r->pp[d][0];
+            if (r->n_tg[d])
+                res->tg[d][res->n_tg[d]++] = r->tg[d][0];
+        }
         bench_peer_run pe;
         char pwhy[600];
-        if (bench_peer_llamabench(pr->path, model, ba->pp, ba->tg, nt, &pe, pwhy, sizeof pwhy) !=
-            0) {
+        if (bench_peer_llamabench(pr->path, model, ba->pp, ba->tg, ba->n_depth, ba->depth, nt, &pe,
+                                  pwhy, sizeof pwhy) != 0) {
             snprintf(pr->err, sizeof pr->err, "%s", pwhy);
             rc = -1;
             break;
         }
-        pr->pp[pr->n] = pe.pp_tps;
-        pr->tg[pr->n] = pe.tg_tps;
+        for (int d = 0; d < ba->n_depth; d++) {
+            pr->pp[d][pr->n] = pe.pp_tps[d];
+            pr->tg[d][pr->n] = pe.tg_tps[d];
+        }
         pr->n++;
         snprintf(pr->build, sizeof pr->build, "%s", pe.build);
     }
     free(r);
     return rc;
+}
+
+/* -d LIST: comma-separated depths, each 0..1M, no repeats. */
+static int parse_depths(const char *arg, bench_opts *o)
+{
+    o->n_depth = 0;
+    const char *p = arg;
+    for (;;) {
+        char *end = NULL;
+        const long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+        if (v < 0 || v > (1 << 20) || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "gauntlet bench: -d %s: expected a comma-separated list of depths "
+                            "(tokens already in the cache, 0 to %d), e.g. 0,4096,16384\n",
+                    arg, 1 << 20);
+            return -1;
+        }
+        for (int k = 0; k < o->n_depth; k++)
+            if (o->depth[k] == v) {
+                fprintf(stderr, "gauntlet bench: -d %s: depth %ld is listed twice\n", arg, v);
+                return -1;
+            }
+        if (o->n_depth == BENCH_MAX_DEPTHS) {
+            fprintf(stderr, "gauntlet bench: -d %s: at most %d depths\n", arg, BENCH_MAX_DEPTHS);
+            return -1;
+        }
+        o->depth[o->n_depth++] = v;
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
 }
 
 /* ---- the verb ------------------------------------------------------------------------ */
@@ -637,12 +583,13 @@ static int model_facts_load(const char *path, model_facts *mf)
 int cmd_bench(int argc, char **argv)
 {
     bench_opts o = {.backend = "cpu", .pp = 512, .tg = 128, .reps = 5, .cpp = -1, .ctg = -1,
-                    .creps = -1, .bw_mib = 1024, .machine = true, .out = OUT_MD};
+                    .creps = -1, .bw_mib = 1024, .machine = true, .n_depth = 1, .out = OUT_MD};
     enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH, O_PEER };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"backend", required_argument, 0, 'b'},
         {"prompt", required_argument, 0, 'p'},   {"gen", required_argument, 0, 'n'},
         {"reps", required_argument, 0, 'r'},     {"threads", required_argument, 0, 't'},
+        {"depth", required_argument, 0, 'd'},
         {"output", required_argument, 0, 'o'},   {"driver", required_argument, 0, O_DRIVER},
         {"compare", required_argument, 0, O_CMP}, {"compare-p", required_argument, 0, O_CPP},
         {"compare-n", required_argument, 0, O_CTG}, {"compare-r", required_argument, 0, O_CREPS},
@@ -652,13 +599,14 @@ int cmd_bench(int argc, char **argv)
     optind = 1;
     int c;
     const char *V = "bench";
-    while ((c = getopt_long(argc, argv, "m:b:p:n:r:t:o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:b:p:n:d:r:t:o:h", opts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'b': o.backend = optarg; break;
         case 'p': bad = gt_cli_int(V, "-p", optarg, 0, 1 << 16, &o.pp); break;
         case 'n': bad = gt_cli_int(V, "-n", optarg, 0, 1 << 16, &o.tg); break;
+        case 'd': bad = parse_depths(optarg, &o); break;
         case 'r': bad = gt_cli_int(V, "-r", optarg, 1, MAX_REPS, &o.reps); break;
         case 't': bad = gt_cli_int(V, "-t", optarg, 0, 256, &o.threads); break;
         case 'o':
@@ -722,6 +670,14 @@ int cmd_bench(int argc, char **argv)
     model_facts mf;
     if (model_facts_load(o.model, &mf) != 0)
         return GT_EXIT_USAGE;
+    long deepest = 0;
+    for (int k = 0; k < o.n_depth; k++)
+        deepest = o.depth[k] > deepest ? o.depth[k] : deepest;
+    const long need = deepest + (o.pp > o.tg ? o.pp : o.tg);
+    if (mf.hp.n_ctx_train > 0 && need > mf.hp.n_ctx_train)
+        fprintf(stderr, "gauntlet bench: note: depth %ld + %ld tokens passes the model's trained "
+                        "context of %d; speed is measured all the same\n",
+                deepest, o.pp > o.tg ? o.pp : o.tg, mf.hp.n_ctx_train);
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int nt = o.threads > 0 ? (int)o.threads : cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1;
 
@@ -753,12 +709,13 @@ int cmd_bench(int argc, char **argv)
             rc = GT_EXIT_FAIL;
             break;
         }
-        const backend_arg ba = {names[i], i == 0 ? o.driver : NULL, o.model, pps[i], tgs[i],
-                                reps[i], nt};
+        bench_backend_arg ba = {names[i], i == 0 ? o.driver : NULL, o.model, pps[i], tgs[i],
+                                reps[i], nt, o.n_depth, {0}};
+        memcpy(ba.depth, o.depth, sizeof ba.depth);
         if (i == 0 && pr) {
             if (run_interleaved(&ba, o.model, nt, res[0], pr) != 0)
                 rc = GT_EXIT_FAIL;
-        } else if (bench_in_child(backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) !=
+        } else if (bench_in_child(bench_backend_child, &ba, res[i], sizeof *res[i], why, sizeof why) !=
                    0) {
             snprintf(res[i]->backend, sizeof res[i]->backend, "%s", names[i]);
             snprintf(res[i]->err, sizeof res[i]->err, "%s", why);

@@ -25,7 +25,9 @@ static void help(FILE *f)
             "      --seed S         sampler seed (default 1)\n"
             "  -t, --threads N      backend threads (default: all cores)\n"
             "      --driver D       driver profile setting, e.g. blas=/path/libblas.so.3\n"
-            "  -c, --ctx N          context size (default: model's, at most 2048)\n"
+            "  -c, --ctx N          context size (default: model's, at most 2048); the prompt's\n"
+            "                       tokens plus -n must fit in it, else generate refuses before\n"
+            "                       it starts, naming the three numbers (exit 2)\n"
             "      --no-bos         do not prepend BOS\n"
             "      --stop-at-eos    stop when the model emits EOS (default: on)\n"
             "      --ignore-eos     keep generating past EOS\n"
@@ -102,6 +104,21 @@ int cmd_generate(int argc, char **argv)
     if (n_prompt == 0) {
         fprintf(stderr, "gauntlet generate: the prompt is empty and the model adds no BOS: "
                         "nothing to condition on\n");
+        rc = GT_EXIT_USAGE;
+        goto done;
+    }
+    /* Overflow is refused up front, as OpenAI's API answers a request whose
+     * prompt plus max_tokens passes the context: never a generation that
+     * stops wherever the cache happens to run out. */
+    const int ctx = gt_session_n_ctx(run.session);
+    if ((long)n_prompt + n_gen > ctx) {
+        if (n_prompt > ctx)
+            fprintf(stderr, "gauntlet generate: the prompt is %d tokens, longer than the context "
+                            "of %d (-c)\n", n_prompt, ctx);
+        else
+            fprintf(stderr, "gauntlet generate: the prompt is %d tokens and -n asks for %ld more: "
+                            "%ld positions, more than the context of %d (-c); lower -n to %d or "
+                            "raise -c\n", n_prompt, n_gen, n_prompt + n_gen, ctx, ctx - n_prompt);
         rc = GT_EXIT_USAGE;
         goto done;
     }

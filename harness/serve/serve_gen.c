@@ -393,7 +393,17 @@ static int32_t *tokenize_prompt(const gt_serve_ctx *c, const gt_serve_req *r, in
 int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n, gt_serve_error *e)
 {
     int32_t *ids = r->chat ? render_chat(c, r, n, e) : tokenize_prompt(c, r, n, e);
+    /* OpenAI's rule: prompt plus max_tokens must fit, else 400 before any
+     * work (never a completion cut short where the cache runs out). */
     const int n_ctx = gt_session_n_ctx(c->session);
+    if (ids && *n > n_ctx) {
+        free(ids);
+        const char *what = r->chat ? "messages" : "prompt";
+        return gt_serve_fail(e, 400, "invalid_request_error", what,
+                             "this model's context is %d tokens; the %s alone %s %d tokens",
+                             n_ctx, r->chat ? "rendered messages" : "prompt",
+                             r->chat ? "are" : "is", *n), NULL;
+    }
     if (ids && *n + r->max_tokens > n_ctx) {
         free(ids);
         return gt_serve_fail(e, 400, "invalid_request_error", "max_tokens",
