@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGT_CUDA=OFF \
   -DGT_SANITIZE=address,undefined -DGT_WERROR=OFF >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target gauntlet >/dev/null
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$SRC/ci/lsan-thirdparty.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
