@@ -43,5 +43,10 @@ int gt_constraint_mask(gt_constraint *c, float *logits);
 int gt_constraint_accept(gt_constraint *c, int32_t token, gt_err *err);
 /* Whether the text so far is a complete document. */
 bool gt_constraint_done(const gt_constraint *c);
+/* Whether token ends generation: the vocabulary's EOS, and the special
+ * end-of-turn markers chat templates end with (<end_of_turn>, <|im_end|>,
+ * <|eot_id|>, <|end|>, <|endoftext|>). mask allows these only once the
+ * document is complete, and then nothing else; a caller stops at one. */
+bool gt_constraint_is_end(const gt_constraint *c, int32_t token);
 
 #endif
