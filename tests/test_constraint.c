@@ -5,6 +5,9 @@
  * - bytes: documents fed one byte token at a time: a valid one is accepted
  *   to the end and is then done (the end token allowed, nothing else); an
  *   invalid byte is refused by accept and masked by mask.
+ * - mask_matches_accept: for every token of the vocabulary, after prefixes
+ *   that put the automaton inside strings, escapes, characters, numbers
+ *   and literals, mask allows it exactly when accept takes it.
  * - generate: greedy decoding of a synthetic model (random weights) under
  *   each schema of a set: the constraint alone makes the output a complete
  *   document, which a validator written here (test_json_valid.h) accepts.
@@ -379,6 +382,53 @@ START_TEST(bytes)
 }
 END_TEST
 
+/* Every token, not only byte tokens: after each prefix, mask allows a token
+ * exactly when accept takes it (the string fast path and the trie walk
+ * agree with stepping the token's bytes one by one). */
+static const char *const PREFIXES[][2] = {
+    {PERSON, ""},
+    {PERSON, "{\"name\": \"Al"},   /* inside a string, 2 of 5 characters */
+    {PERSON, "{\"name\": \"Alic"}, /* 4 of 5 */
+    {PERSON, "{\"name\": \"A\\"}, /* inside an escape */
+    {PERSON, "{\"name\": \"\xc3"}, /* inside a character */
+    {PERSON, "{\"name\": \"A\", \"age\": 1"},
+    {PERSON, "{\"age\": 1, \"name\": \"\", \"tags\": [\"bc\""},
+    {NULL, "{\"a\": [\"x"},
+    {NULL, "{\"a\": [tr"},
+    {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"string\",\"maxLength\":4}]}",
+     "\"a"},
+};
+
+START_TEST(mask_matches_accept)
+{
+    gt_model *m = load();
+    const char *schema = PREFIXES[_i][0], *prefix = PREFIXES[_i][1];
+    gt_err err = {{0}};
+    gt_constraint *c = NULL;
+    ck_assert_int_eq(schema ? gt_constraint_from_schema(m, schema, &c, &err)
+                            : gt_constraint_json_object(m, &c, &err),
+                     0);
+    const int nv = gt_model_hparams(m)->n_vocab;
+    ck_assert_int_eq(feed(m, c, prefix, strlen(prefix)), -1);
+    float *logits = calloc((size_t)nv, sizeof(float));
+    const int allowed = gt_constraint_mask(c, logits);
+    int taken = 0;
+    for (int32_t t = 0; t < nv; t++) {
+        gt_constraint_reset(c);
+        ck_assert_int_eq(feed(m, c, prefix, strlen(prefix)), -1);
+        const bool ok = gt_constraint_accept(c, t, &err) == 0;
+        ck_assert_msg(ok == !isinf(logits[t]), "token %d: accept %d, mask %d after %s", t, ok,
+                      !isinf(logits[t]), prefix);
+        taken += ok;
+    }
+    ck_assert_int_eq(taken, allowed);
+    ck_assert_int_gt(allowed, 0);
+    free(logits);
+    gt_constraint_free(c);
+    gt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     static char path[4096];
@@ -396,6 +446,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, compile_refuses_by_name);
     tcase_add_loop_test(tc, bytes, 0, (int)(sizeof BYTES / sizeof BYTES[0]));
+    tcase_add_loop_test(tc, mask_matches_accept, 0,
+                        (int)(sizeof PREFIXES / sizeof PREFIXES[0]));
     tcase_add_loop_test(tc, generate_validates, 0, N_SCHEMAS);
     gt_test_add_if(tc, oracle_validates, have_jsonschema,
                    "python's jsonschema does not import from the oracle environment "
