@@ -103,6 +103,16 @@ typedef struct gt_cn_schema {
 int gt_cn_compile(const char *schema_json, gt_cn_schema *s, gt_err *err);
 void gt_cn_schema_free(gt_cn_schema *s);
 
+/* constraint_text.c: a JSON string literal of s (quotes included; NULL
+ * when out of memory); the compact JSON text of a cJSON value (malloc'ed);
+ * the value of u millionths as a validator reads its decimal text; the
+ * smallest count of millionths whose value is >= v (lower), or the largest
+ * whose value is <= v, clamped just past the numbers' range. */
+char *gt_cn_json_str(const char *s);
+char *gt_cn_value_text(const void *json_value);
+double gt_cn_units_value(int64_t u);
+int64_t gt_cn_bound_units(double v, bool lower);
+
 /* Frames. */
 enum { GT_FR_ROOT, GT_FR_VAL, GT_FR_OBJ, GT_FR_KEY, GT_FR_ARR, GT_FR_STR, GT_FR_NUM, GT_FR_LIT };
 
@@ -137,5 +147,32 @@ void gt_cn_step(const gt_cn_schema *s, gt_cn_arena *a, const gt_cn_set *in, uint
                 gt_cn_set *out);
 /* Whether some state of in is a complete document. */
 bool gt_cn_done(const gt_cn_schema *s, const gt_cn_set *in);
+
+/* The vocabulary's side (constraint_vocab.c): a byte trie of some tokens,
+ * in preorder. */
+typedef struct gt_cn_trie {
+    uint32_t n_nodes;
+    uint8_t *byte;
+    uint16_t *depth;
+    uint32_t *next, *tok_first, *tok_n; /* next: the node past i's subtree */
+    int32_t *sorted; /* the tokens by bytes; node i's are sorted[tok_first[i]..] */
+} gt_cn_trie;
+
+typedef struct gt_cn_vocab {
+    int32_t n_vocab;
+    char *bytes;
+    uint32_t *off, *len; /* (n_vocab); len 0: never inside the document */
+    uint8_t *is_end;     /* (n_vocab) */
+    int max_len;
+    gt_cn_trie all;      /* every token that may appear inside the document */
+    gt_cn_trie other;    /* those of them that are not plain */
+    int32_t *plain;      /* plain tokens by character count, ascending */
+    uint32_t *plain_chars;
+    int32_t n_plain;
+} gt_cn_vocab;
+
+/* m's, built on first use and kept until gt_model_free; NULL with err. */
+const gt_cn_vocab *gt_cn_vocab_of(const gt_model *m, gt_err *err);
+void gt_cn_vocab_free(gt_cn_vocab *v);
 
 #endif

@@ -86,143 +86,6 @@ static void ptr_key(char *out, size_t cap, const char *ptr, const char *key)
 
 static const char *where(const char *ptr) { return *ptr ? ptr : "/ (the root)"; }
 
-/* A JSON string literal of s (minimal escapes, UTF-8 as is). */
-static char *json_str(const char *s)
-{
-    size_t n = strlen(s);
-    char *o = malloc(n * 6 + 3), *p = o;
-    if (!o)
-        return NULL;
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20) {
-            p += sprintf(p, "\\u%04x", *c);
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    *p = '\0';
-    return o;
-}
-
-/* Shortest text that reads back as v. */
-static void num_text(double v, char *out, size_t cap)
-{
-    if (v == floor(v) && fabs(v) < 1e15) {
-        snprintf(out, cap, "%.0f", v);
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, cap, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
-}
-
-/* A growing text buffer; oom is sticky. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    char *q = json_str(s);
-    if (!q) {
-        b->oom = true;
-        return;
-    }
-    sb_put(b, q, strlen(q));
-    free(q);
-}
-
-/* Compact JSON text of a value (our own writer: the automaton matches these
- * bytes exactly). */
-static void lit_text(const cJSON *v, sbuf *b)
-{
-    if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
-        const bool obj = cJSON_IsObject(v);
-        sb_put(b, obj ? "{" : "[", 1);
-        for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child)
-                sb_put(b, ",", 1);
-            if (obj) {
-                sb_str(b, c->string);
-                sb_put(b, ":", 1);
-            }
-            lit_text(c, b);
-        }
-        sb_put(b, obj ? "}" : "]", 1);
-    } else if (cJSON_IsString(v)) {
-        sb_str(b, v->valuestring);
-    } else if (cJSON_IsNumber(v)) {
-        char tmp[64];
-        num_text(v->valuedouble, tmp, sizeof tmp);
-        sb_put(b, tmp, strlen(tmp));
-    } else if (cJSON_IsBool(v)) {
-        sb_put(b, cJSON_IsTrue(v) ? "true" : "false", cJSON_IsTrue(v) ? 4 : 5);
-    } else {
-        sb_put(b, "null", 4);
-    }
-}
-
-/* The decimal text of u units, read as a double (what a validator sees). */
-static double units_value(int64_t u)
-{
-    char b[48];
-    uint64_t m = u < 0 ? (uint64_t)(-u) : (uint64_t)u;
-    snprintf(b, sizeof b, "%s%llu.%06llu", u < 0 ? "-" : "", (unsigned long long)(m / GT_CN_UNIT),
-             (unsigned long long)(m % GT_CN_UNIT));
-    return strtod(b, NULL);
-}
-
-/* The smallest unit count whose value is >= v (lower) or the largest <= v. */
-static int64_t bound_units(double v, bool lower)
-{
-    if (v <= -1e12)
-        return lower ? -GT_CN_MAXU : -GT_CN_MAXU - 1;
-    if (v >= 1e12)
-        return lower ? GT_CN_MAXU + 1 : GT_CN_MAXU;
-    long double x = (long double)v * 1e6L;
-    int64_t u = (int64_t)(lower ? ceill(x) : floorl(x));
-    if (lower) {
-        while (units_value(u - 1) >= v)
-            u--;
-        while (units_value(u) < v)
-            u++;
-    } else {
-        while (units_value(u + 1) <= v)
-            u++;
-        while (units_value(u) > v)
-            u--;
-    }
-    return u;
-}
-
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
 static int compile(cctx *x, const cJSON *j, const char *ptr);
@@ -325,7 +188,7 @@ static bool lit_fits(const gt_cn_node *n, const cJSON *v)
         return false;
     if (k & (GT_CK_INT | GT_CK_NUM)) {
         const double d = v->valuedouble;
-        if (d < units_value(n->lo) || d > units_value(n->hi))
+        if (d < gt_cn_units_value(n->lo) || d > gt_cn_units_value(n->hi))
             return false;
     }
     return true;
@@ -357,14 +220,11 @@ static int compile_lits(cctx *x, int idx, const cJSON *j, const char *ptr)
         if (count == GT_CN_MAX_SET)
             return gt_err_set(x->err, "enum at %s has more than %d values", where(ptr),
                               GT_CN_MAX_SET);
-        sbuf buf = {0};
-        lit_text(v, &buf);
-        if (buf.oom || !buf.p) {
-            free(buf.p);
+        char *txt = gt_cn_value_text(v);
+        if (!txt)
             return gt_err_set(x->err, "out of memory compiling the schema");
-        }
-        int rc = add_lit(x, buf.p);
-        free(buf.p);
+        int rc = add_lit(x, txt);
+        free(txt);
         if (rc < 0)
             return -1;
         count++;
@@ -413,7 +273,7 @@ static int compile_object(cctx *x, int idx, const cJSON *j, const char *ptr)
     for (const cJSON *p = pr ? pr->child : NULL; p; p = p->next, n++) {
         if (GROW(s->props, s->n_props, s->cap_props) != 0)
             return gt_err_set(x->err, "out of memory compiling the schema");
-        char *key = json_str(p->string);
+        char *key = gt_cn_json_str(p->string);
         if (!key)
             return gt_err_set(x->err, "out of memory compiling the schema");
         s->props[s->n_props++] = (gt_cn_prop){key, (int)strlen(key), child[n]};
@@ -422,7 +282,7 @@ static int compile_object(cctx *x, int idx, const cJSON *j, const char *ptr)
     for (const cJSON *r = rq ? rq->child : NULL; r; r = r->next) {
         if (!cJSON_IsString(r))
             return gt_err_set(x->err, "required at %s must list strings", where(ptr));
-        char *lit = json_str(r->valuestring);
+        char *lit = gt_cn_json_str(r->valuestring);
         if (!lit)
             return gt_err_set(x->err, "out of memory compiling the schema");
         int k = 0;
@@ -435,7 +295,7 @@ static int compile_object(cctx *x, int idx, const cJSON *j, const char *ptr)
                                   where(ptr));
             if (GROW(s->props, s->n_props, s->cap_props) != 0)
                 return gt_err_set(x->err, "out of memory compiling the schema");
-            char *key = json_str(r->valuestring);
+            char *key = gt_cn_json_str(r->valuestring);
             if (!key)
                 return gt_err_set(x->err, "out of memory compiling the schema");
             s->props[s->n_props++] = (gt_cn_prop){key, (int)strlen(key), s->any};
@@ -491,9 +351,9 @@ static int compile_typed(cctx *x, int idx, const cJSON *j, const char *ptr)
     if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)))
         return gt_err_set(x->err, "minimum/maximum at %s must be numbers", where(ptr));
     if (mn)
-        n->lo = bound_units(mn->valuedouble, true);
+        n->lo = gt_cn_bound_units(mn->valuedouble, true);
     if (mx)
-        n->hi = bound_units(mx->valuedouble, false);
+        n->hi = gt_cn_bound_units(mx->valuedouble, false);
     if (!(n->kinds & GT_CK_NUM)) { /* integers: whole units of 1e6 */
         n->lo = -floor_div(-n->lo, GT_CN_UNIT) * GT_CN_UNIT;
         n->hi = floor_div(n->hi, GT_CN_UNIT) * GT_CN_UNIT;
