@@ -89,6 +89,8 @@ entry 'gauntlet devices [--json]' run
 entry 'gauntlet inspect MODEL.gguf' run
 entry 'gauntlet tokenize -m MODEL "text"' run
 entry 'gauntlet generate -m MODEL -b cpu -p "Once upon a time" -n 64 [--temp 0.8 --seed 7]' run
+entry 'gauntlet generate -m MODEL -b cpu --json-schema tests/schemas/person.json -p "Lily is 5 years old. As JSON:" -n 1000' run
+entry 'gauntlet bench -m MODEL -b cpu --json-schema tests/schemas/person.json -n 1000 -r 1' run
 entry 'gauntlet logits -m MODEL -b opencl -p "Zoo" [--json]' opencl
 entry 'gauntlet quantize IN.gguf OUT.gguf q8_0' run 'out.gguf'
 entry 'gauntlet synth OUT.gguf --preset tiny|smollm2-135m --seed 1 [--type q4_0]' run 'out.gguf'

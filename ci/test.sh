@@ -34,6 +34,13 @@ if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import openai, jinja2' 2>/dev/null; the
       openai==3.60.0 jinja2==3.1.6 ||
     echo "ci/test.sh: openai/jinja2 unavailable; chat_openai will report SKIP"
 fi
+# Structured output's validator oracle: the jsonschema package
+# (tests/oracle/jsonschema_validate.py).
+if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import jsonschema' 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --target "$GT_PYORACLE" \
+      jsonschema==4.26.0 ||
+    echo "ci/test.sh: jsonschema unavailable; the constraint's oracle case will report SKIP"
+fi
 cd "$BUILD"
 rc=0
 ctest --output-on-failure -j"${GT_TEST_JOBS:-2}" "$@" || rc=$?

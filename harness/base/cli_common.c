@@ -118,3 +118,44 @@ int32_t *gt_cli_tokenize(const char *verb, const gt_model *m, const char *text, 
     *n = gt_tokenize(tok, text, len, bos, ids, need, &err);
     return ids;
 }
+
+int gt_cli_constraint(const char *verb, const gt_model *m, const char *schema_path,
+                      bool json_object, gt_constraint **out)
+{
+    *out = NULL;
+    gt_err err = {{0}};
+    if (!schema_path && !json_object)
+        return 0;
+    if (schema_path && json_object) {
+        fprintf(stderr, "gauntlet %s: --json-schema and --json-object exclude each other\n", verb);
+        return -1;
+    }
+    if (json_object) {
+        if (gt_constraint_json_object(m, out, &err) != 0) {
+            fprintf(stderr, "gauntlet %s: --json-object: %s\n", verb, err.msg);
+            return -1;
+        }
+        return 0;
+    }
+    FILE *f = fopen(schema_path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = malloc((size_t)n + 1)) && fread(text, 1, (size_t)n, f) == (size_t)n) {
+        text[n] = '\0';
+    } else {
+        fprintf(stderr, "gauntlet %s: cannot read %s\n", verb, schema_path);
+        if (f)
+            fclose(f);
+        free(text);
+        return -1;
+    }
+    fclose(f);
+    int rc = gt_constraint_from_schema(m, text, out, &err);
+    free(text);
+    if (rc != 0) {
+        fprintf(stderr, "gauntlet %s: %s: %s\n", verb, schema_path, err.msg);
+        return -1;
+    }
+    return 0;
+}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gt/backend.h"
+#include "gt/constraint.h"
 #include "gt/model.h"
 #include "gt/session.h"
 
@@ -46,6 +47,13 @@ int gt_cli_u64(const char *verb, const char *opt, const char *s, uint64_t *out);
 
 /* Monotonic seconds. */
 double gt_now(void);
+
+/* The constraint of --json-schema FILE (schema_path) or --json-object
+ * (json_object; schema_path NULL), or NULL in *out when neither is given.
+ * On failure (unreadable file, a schema the subset refuses) prints
+ * "gauntlet VERB: FILE: message" and returns -1 (callers exit 2). */
+int gt_cli_constraint(const char *verb, const gt_model *m, const char *schema_path,
+                      bool json_object, gt_constraint **out);
 
 /* Tokenizes with the model's BOS rule (or none when no_bos); returns a
  * malloc'ed array and its length in *n, or NULL after printing an error. */

@@ -21,7 +21,8 @@
  * the same machine state, and prints the peer's median t/s and the ratio
  * gauntlet/peer beside each row. -d LIST runs every test at each depth
  * (tokens already in the cache, filled untimed; bench_run.c), one row per
- * depth, and passes the same -d to the peer. */
+ * depth, and passes the same -d to the peer. --json-schema FILE /
+ * --json-object measure constrained decoding instead (cmd_bench_schema.c). */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
@@ -100,7 +101,14 @@ static void help(FILE *f)
             "                         prints its t/s and the ratio gauntlet/peer per depth\n"
             "                         (ci/peer-llamacpp.sh builds one)\n"
             "      --bw-mib N         bandwidth buffer in MiB (default 1024)\n"
-            "      --no-machine       skip the bandwidth and sgemm measurements\n",
+            "      --no-machine       skip the bandwidth and sgemm measurements\n"
+            "      --json-schema FILE constrained decoding instead: the per-token time of the\n"
+            "                         constraint's mask + accept beside decode over a greedy\n"
+            "                         generation of up to -n tokens under FILE's JSON Schema\n"
+            "                         (-r repetitions after a warm-up; in-process)\n"
+            "      --json-object      the same for any JSON object\n"
+            "      --json-prompt TEXT the prompt of that generation (default: a person's\n"
+            "                         description, asked for as JSON)\n",
             BENCH_MAX_DEPTHS);
 }
 
@@ -584,7 +592,10 @@ int cmd_bench(int argc, char **argv)
 {
     bench_opts o = {.backend = "cpu", .pp = 512, .tg = 128, .reps = 5, .cpp = -1, .ctg = -1,
                     .creps = -1, .bw_mib = 1024, .machine = true, .n_depth = 1, .out = OUT_MD};
-    enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH, O_PEER };
+    enum { O_DRIVER = 256, O_CMP, O_CPP, O_CTG, O_CREPS, O_BW, O_NOMACH, O_PEER, O_SCHEMA,
+           O_JSONOBJ, O_JPROMPT };
+    const char *schema = NULL, *jprompt = NULL;
+    bool json_object = false;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"backend", required_argument, 0, 'b'},
         {"prompt", required_argument, 0, 'p'},   {"gen", required_argument, 0, 'n'},
@@ -595,6 +606,8 @@ int cmd_bench(int argc, char **argv)
         {"compare-n", required_argument, 0, O_CTG}, {"compare-r", required_argument, 0, O_CREPS},
         {"bw-mib", required_argument, 0, O_BW},  {"no-machine", no_argument, 0, O_NOMACH},
         {"peer", required_argument, 0, O_PEER},
+        {"json-schema", required_argument, 0, O_SCHEMA}, {"json-object", no_argument, 0, O_JSONOBJ},
+        {"json-prompt", required_argument, 0, O_JPROMPT},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -626,6 +639,9 @@ int cmd_bench(int argc, char **argv)
         case O_CREPS: bad = gt_cli_int(V, "--compare-r", optarg, 1, MAX_REPS, &o.creps); break;
         case O_BW: bad = gt_cli_int(V, "--bw-mib", optarg, 16, 1 << 20, &o.bw_mib); break;
         case O_NOMACH: o.machine = false; break;
+        case O_SCHEMA: schema = optarg; break;
+        case O_JSONOBJ: json_object = true; break;
+        case O_JPROMPT: jprompt = optarg; break;
         case O_PEER:
             if (strncmp(optarg, "llama-bench=", 12) != 0 || !optarg[12]) {
                 fprintf(stderr, "gauntlet bench: --peer %s: expected llama-bench=PATH (the only "
@@ -652,6 +668,18 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "gauntlet bench: -m MODEL is required\n");
         help(stderr);
         return GT_EXIT_USAGE;
+    }
+    if (schema || json_object) {
+        if (o.tg == 0) {
+            fprintf(stderr, "gauntlet bench: --json-schema/--json-object need -n > 0\n");
+            return GT_EXIT_USAGE;
+        }
+        return gt_bench_schema(o.model, o.backend, (int)o.threads, o.driver, schema, json_object,
+                               jprompt ? jprompt
+                                       : "Alice Smith is 34 years old, her email is "
+                                         "alice@example.com, and she is a friend and a "
+                                         "neighbour. The same as JSON:",
+                               o.tg, o.reps);
     }
     if (o.pp == 0 && o.tg == 0) {
         fprintf(stderr, "gauntlet bench: nothing to do with -p 0 -n 0\n");

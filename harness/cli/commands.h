@@ -20,6 +20,11 @@ int cmd_logits(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_test_ops(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* `bench --json-schema/--json-object` (cmd_bench_schema.c): constrained
+ * decoding's per-token cost beside decode. */
+int gt_bench_schema(const char *model, const char *backend, int threads, const char *driver,
+                    const char *schema, bool json_object, const char *prompt, long n_gen,
+                    long reps);
 int cmd_qualify(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_worker(int argc, char **argv);

@@ -293,6 +293,7 @@ void gt_model_free(gt_model *m)
     if (!m)
         return;
     free(m->layers);
+    gt_cn_vocab_free(m->cn_vocab);
     gt_tokenizer_free(m->tok);
     gt_gguf_close(m->gguf);
     free(m);

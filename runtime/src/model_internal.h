@@ -43,7 +43,11 @@ struct gt_model {
     /* RoPE frequency factors (rope_dim/2, f32), NULL when the file has none:
      * Llama 3's rope_freqs; Phi-3's long and short (graph_llama.c picks one). */
     const gt_gguf_tensor *rope_freqs, *rope_long, *rope_short;
+    /* constrained decoding's view of the vocabulary (constraint_vocab.c),
+     * built by the first constraint; NULL until then */
+    struct gt_cn_vocab *cn_vocab;
 };
+void gt_cn_vocab_free(struct gt_cn_vocab *v);
 
 /* model_read.c's readers: the only way an architecture reads "<arch>.*"
  * metadata or finds a weight, because each records what it returned in the

@@ -13,7 +13,20 @@
  * "#/definitions/..."), plus the annotations title, description, $schema,
  * $id, examples, default. Any other keyword is refused by name
  * ("unsupported JSON Schema keyword \"pattern\" at /properties/x"), never
- * ignored. */
+ * ignored.
+ *
+ * How the document may be written (so generation cannot run away and every
+ * state can still be finished): at most one space after ':' and ',' and
+ * before the document, no other whitespace; an object with properties or
+ * required is closed (absent additionalProperties reads as false), each key
+ * at most once; numbers without exponent, at most 12 integer and 6
+ * fraction digits, bounds checked exactly; strings in valid UTF-8 with the
+ * JSON escapes (no lone surrogate), maxLength in characters. Special tokens
+ * never appear inside the document.
+ *
+ * A constraint is used by one thread at a time; constraints of the same
+ * model may run on different threads (they share the model's vocabulary
+ * index, built by the first one and freed with the model). */
 #ifndef GT_CONSTRAINT_H
 #define GT_CONSTRAINT_H
 
@@ -43,5 +56,10 @@ int gt_constraint_mask(gt_constraint *c, float *logits);
 int gt_constraint_accept(gt_constraint *c, int32_t token, gt_err *err);
 /* Whether the text so far is a complete document. */
 bool gt_constraint_done(const gt_constraint *c);
+/* Whether token ends generation: the vocabulary's EOS, and the special
+ * end-of-turn markers chat templates end with (<end_of_turn>, <|im_end|>,
+ * <|eot_id|>, <|end|>, <|endoftext|>). mask allows these only once the
+ * document is complete, and then nothing else; a caller stops at one. */
+bool gt_constraint_is_end(const gt_constraint *c, int32_t token);
 
 #endif
