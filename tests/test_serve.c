@@ -31,6 +31,7 @@
 #include "../harness/base/chat_template.c"
 #include "../harness/serve/serve_gen.c"
 #include "../harness/serve/serve_request.c"
+#include "../harness/serve/serve_format.c"
 #include "../harness/base/utf8.c"
 #include "gt/backend.h"
 

@@ -5,6 +5,8 @@
  *                    the 400 that says which parameter is wrong and why;
  *   serve_gen.c      one request run on the session: sampling, stop strings,
  *                    logprobs, and the OpenAI JSON (whole or as SSE chunks);
+ *   serve_format.c   response_format: its parse, and its constraint compiled
+ *                    for the model (a schema it cannot compile is a 400);
  *   serve_http.c     libmicrohttpd routing, the bounded queue, timeouts,
  *                    shutdown;
  *   serve_worker.c   the thread that owns the session: one request at a
@@ -25,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gt/constraint.h"
 #include "gt/error.h"
 #include "gt/model.h"
 #include "gt/session.h"
@@ -68,7 +71,12 @@ typedef struct gt_serve_req {
     bool echo;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
+    int format;         /* response_format: GT_SERVE_FORMAT_* */
+    char *schema;       /* json_schema: the schema's JSON text */
+    gt_constraint *con; /* compiled by gt_serve_compile_format; NULL = unconstrained */
 } gt_serve_req;
+
+enum { GT_SERVE_FORMAT_TEXT, GT_SERVE_FORMAT_JSON_OBJECT, GT_SERVE_FORMAT_JSON_SCHEMA };
 
 /* Parses and validates a request body. max_tokens_cap bounds max_tokens
  * (the context size). Unknown fields are ignored (clients send extras);
@@ -81,6 +89,11 @@ int gt_serve_parse(const char *body, size_t len, int max_tokens_cap, gt_serve_re
 int gt_serve_parse_chat(const char *body, size_t len, int max_tokens_cap, gt_serve_req *out,
                         gt_serve_error *e);
 void gt_serve_req_free(gt_serve_req *r);
+/* (serve_format.c) Parses o's "response_format" into r->format and
+ * r->schema: {"type": "text"}, {"type": "json_object"} or {"type":
+ * "json_schema", "json_schema": {"name", "schema", "strict"}}; anything
+ * else is a 400 naming it. */
+int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e);
 
 /* Where a generation's output goes. write is NULL for a plain request and
  * receives SSE frames, ready to send, for a stream. */
@@ -104,6 +117,13 @@ typedef struct gt_serve_ctx {
  * the context. Returns a malloc'ed array, or NULL with e. */
 int32_t *gt_serve_tokenize(const gt_serve_ctx *c, const gt_serve_req *r, int *n,
                            gt_serve_error *e);
+
+/* Compiles r's response_format for c's model into r->con (freed by
+ * gt_serve_req_free); a schema the constraint cannot compile is a 400 with
+ * the compiler's reason (the keyword and its JSON pointer), never an
+ * unconstrained answer. Safe on HTTP threads: the model's vocabulary index
+ * is built once under the runtime's lock. */
+int gt_serve_compile_format(const gt_serve_ctx *c, gt_serve_req *r, gt_serve_error *e);
 
 /* One request as a state machine, for a driver that runs several in one
  * batch (serve_worker.c): gt_serve_gen_new; then, until step says done,

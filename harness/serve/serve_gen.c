@@ -431,6 +431,7 @@ struct gt_serve_gen {
     bool want_lp, prompt_lp;
     int32_t eos, turn_end;
     float *logits;      /* n_vocab per prompt token when prompt_lp, else n_vocab */
+    float *masked;      /* response_format: the logits the constraint left (n_vocab) */
     const float *last;  /* the logits the next token is sampled from */
     gt_sampler *smp;
     int32_t tok;        /* the sampled token the next eval appends */
@@ -458,6 +459,7 @@ static void gen_free(gt_serve_gen *q)
 {
     gt_sampler_free(q->smp);
     free(q->logits);
+    free(q->masked);
     free(q->g.text.p);
     free(q->g.recs);
     free(q);
@@ -496,7 +498,11 @@ gt_serve_gen *gt_serve_gen_new(gt_serve_ctx *c, const gt_serve_req *r, const int
     gt_sampler_params sp = {r->temperature, r->top_k, r->top_p,
                             r->has_seed ? r->seed : (uint64_t)time(NULL) * 1000003u + c->counter};
     q->smp = gt_sampler_new(&sp, q->n_vocab);
-    if (!q->logits || !g->recs || !q->smp) {
+    if (r->con) { /* a request's constraint starts each generation afresh */
+        gt_constraint_reset(r->con);
+        q->masked = malloc(sizeof(float) * (size_t)q->n_vocab);
+    }
+    if (!q->logits || !g->recs || !q->smp || (r->con && !q->masked)) {
         gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
         if (g->stream)
             stream_close(sink, -1, e);
@@ -572,10 +578,30 @@ int gt_serve_gen_step(gt_serve_gen *q, gt_serve_error *e)
         q->finish = "cancelled";
         return 0;
     }
-    const int32_t t = gt_sampler_sample(q->smp, q->last);
-    if (t == q->eos || t == q->turn_end) {
-        q->finish = "stop";
-        return 0;
+    int32_t t;
+    if (r->con) {
+        /* Sampled from what the constraint allows; logprobs stay the
+         * model's own distribution (q->last, unmasked). */
+        memcpy(q->masked, q->last, sizeof(float) * (size_t)q->n_vocab);
+        if (gt_constraint_mask(r->con, q->masked) == 0)
+            return gt_serve_fail(e, 500, "server_error", NULL,
+                                 "response_format: the constraint allows no token after %d "
+                                 "tokens", q->n_gen);
+        t = gt_sampler_sample(q->smp, q->masked);
+        /* The mask allows an end token only once the document is complete. */
+        if (gt_constraint_is_end(r->con, t)) {
+            q->finish = "stop";
+            return 0;
+        }
+        gt_err err = {{0}};
+        if (gt_constraint_accept(r->con, t, &err) != 0)
+            return gt_serve_fail(e, 500, "server_error", NULL, "response_format: %s", err.msg);
+    } else {
+        t = gt_sampler_sample(q->smp, q->last);
+        if (t == q->eos || t == q->turn_end) {
+            q->finish = "stop";
+            return 0;
+        }
     }
     tokrec *rec = &g->recs[g->n_rec];
     *rec = (tokrec){.id = t, .offset = g->text.len};

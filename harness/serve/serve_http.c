@@ -215,6 +215,10 @@ static enum MHD_Result completion(gt_server *s, struct MHD_Connection *c, conn *
         return respond_error(c, &e, NULL);
     }
     j->ids = gt_serve_tokenize(s->ctx, &j->req, &j->n_ids, &e);
+    if (j->ids && gt_serve_compile_format(s->ctx, &j->req, &e) != 0) {
+        free(j->ids);
+        j->ids = NULL;
+    }
     if (!j->ids) {
         gt_serve_req_free(&j->req);
         free(j);

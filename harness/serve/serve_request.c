@@ -294,6 +294,9 @@ static int parse_fields(const cJSON *o, int cap, gt_serve_req *r, gt_serve_error
             return -1;
     }
 
+    if (gt_serve_parse_format(o, r, e))
+        return -1;
+
     /* Known, not implemented: only their no-op values are accepted. */
     v = 1;
     if (get_int(o, "n", 1, 1, &v, e) || (!r->chat && get_int(o, "best_of", 1, 1, &v, e)))
@@ -374,4 +377,8 @@ void gt_serve_req_free(gt_serve_req *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     r->n_stop = 0;
+    free(r->schema);
+    r->schema = NULL;
+    gt_constraint_free(r->con);
+    r->con = NULL;
 }
