@@ -16,12 +16,15 @@
 static int format_bad(gt_serve_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int format_bad(gt_serve_error *e, const char *fmt, ...)
 {
-    char msg[480];
+    /* Filled here rather than by gt_serve_fail: serve_request.c calls this
+     * file, so calling back into it would be a loop between the two. */
+    *e = (gt_serve_error){.status = 400, .type = "invalid_request_error",
+                          .param = "response_format"};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
-    return gt_serve_fail(e, 400, "invalid_request_error", "response_format", "%s", msg);
+    return -1;
 }
 
 int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
@@ -64,8 +67,10 @@ int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
     if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
         return format_bad(e, "'response_format.json_schema.schema' must be a JSON Schema object");
     r->schema = cJSON_PrintUnformatted(schema);
-    if (!r->schema)
-        return gt_serve_fail(e, 500, "server_error", NULL, "out of memory");
+    if (!r->schema) {
+        *e = (gt_serve_error){.status = 500, .type = "server_error", .message = "out of memory"};
+        return -1;
+    }
     r->format = GT_SERVE_FORMAT_JSON_SCHEMA;
     return 0;
 }
