@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -69,7 +70,8 @@ static long post(int port, const char *path, const char *body, char **out)
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (body) /* else a GET */
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     long status = -1;
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -184,6 +186,22 @@ START_TEST(completions)
                strlen(text), text);
         free(cr), free(ct), free(cf), free(st), free(sf), free(text), free(finish);
     }
+    /* max_tokens before the document is complete: "length", the text an
+     * unfinished document (a prefix of the whole answer above). */
+    char *r, *text, *finish, *whole, *wf;
+    ck_assert_int_eq(post(ref.port, "/v1/completions", reqs[0][0], &r), 200);
+    answer(r, &whole, &wf);
+    free(r);
+    const char *cut = "{\"prompt\": \"The answer:\", \"max_tokens\": 5, \"temperature\": 0, "
+                      "\"logprobs\": 2, " RF_SCHEMA(BOUNDED) "}";
+    ck_assert_int_eq(post(ref.port, "/v1/completions", cut, &r), 200);
+    answer(r, &text, &finish);
+    ck_assert_str_eq(finish, "length");
+    ck_assert_msg(!cJSON_Parse(text) && !strncmp(text, whole, strlen(text)), "'%s' of '%s'", text,
+                  whole);
+    /* Logprobs are the model's own: finite for the chosen tokens. */
+    ck_assert_msg(strstr(r, "\"token_logprobs\":[") && !strstr(r, "null"), "%s", r);
+    free(r), free(text), free(finish), free(whole), free(wf);
     ck_assert_int_eq(gt_test_serve_stop(&cpu), 0);
     ck_assert_int_eq(gt_test_serve_stop(&ref), 0);
 }
@@ -251,12 +269,44 @@ static void *call_main(void *ud)
     return NULL;
 }
 
+typedef struct poller {
+    int port;
+    volatile bool stop;
+    int max_running;
+} poller;
+
+/* The most requests /health saw running at once. */
+static void *poll_main(void *ud)
+{
+    poller *p = ud;
+    while (!p->stop) {
+        char *body;
+        if (post(p->port, "/health", NULL, &body) == 200) {
+            cJSON *o = cJSON_Parse(body);
+            const cJSON *r = cJSON_GetObjectItem(o, "running");
+            if (cJSON_IsNumber(r) && r->valueint > p->max_running)
+                p->max_running = r->valueint;
+            cJSON_Delete(o);
+        }
+        free(body);
+        usleep(2000);
+    }
+    return NULL;
+}
+
 START_TEST(parallel)
 {
-    const char *bodies[] = {REQ_SCHEMA(""), REQ_OBJECT(""),
-                            "{\"prompt\": \"Once\", \"max_tokens\": 30, \"temperature\": 0}",
-                            REQ_SCHEMA(", \"seed\": 7, \"temperature\": 0.8")};
-    enum { N = 4 };
+    /* Long json_object requests (200 tokens) so that the others run
+     * beside them; /health proves they did. */
+    const char *bodies[] = {
+        REQ_SCHEMA(""),
+        "{\"prompt\": \"The answer:\", \"max_tokens\": 200, \"temperature\": 0, "
+        "\"response_format\": {\"type\": \"json_object\"}}",
+        "{\"prompt\": \"Once\", \"max_tokens\": 30, \"temperature\": 0}",
+        REQ_SCHEMA(", \"seed\": 7, \"temperature\": 0.8"),
+        "{\"prompt\": \"Once\", \"max_tokens\": 200, \"seed\": 3, "
+        "\"response_format\": {\"type\": \"json_object\"}}"};
+    enum { N = 5 };
     char *serial[N];
     gt_test_server s;
     const char *q[] = {"-q", NULL}, *p2[] = {"-q", "--parallel", "2", NULL};
@@ -270,13 +320,20 @@ START_TEST(parallel)
     ck_assert_int_eq(gt_test_serve_stop(&s), 0);
     ck_assert(gt_test_serve_start(&s, g_model, p2) == 0);
     call c[N];
-    pthread_t th[N];
+    pthread_t th[N], pt;
+    poller pl = {.port = s.port};
+    pthread_create(&pt, NULL, poll_main, &pl);
     for (int i = 0; i < N; i++) {
         c[i] = (call){.port = s.port, .body = bodies[i]};
         pthread_create(&th[i], NULL, call_main, &c[i]);
     }
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
+    pl.stop = true;
+    pthread_join(pt, NULL);
+    ck_assert_msg(pl.max_running >= 2, "requests never ran together (at most %d): the check "
+                                      "would prove nothing", pl.max_running);
+    printf("parallel: up to %d requests ran together\n", pl.max_running);
     for (int i = 0; i < N; i++) {
         ck_assert_msg(c[i].status == 200, "%ld %s", c[i].status, c[i].reply);
         char *t, *f;
