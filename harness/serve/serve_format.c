@@ -13,13 +13,14 @@
 
 #include "serve.h"
 
-static int format_bad(gt_serve_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int format_bad(gt_serve_error *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static int format_bad(gt_serve_error *e, const char *fmt, ...)
 {
     /* Filled here rather than by gt_serve_fail: serve_request.c calls this
      * file, so calling back into it would be a loop between the two. */
-    *e = (gt_serve_error){.status = 400, .type = "invalid_request_error",
-                          .param = "response_format"};
+    *e = (gt_serve_error){
+        .status = 400, .type = "invalid_request_error", .param = "response_format"};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -37,8 +38,9 @@ int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
         return format_bad(e, "'response_format' must be an object with a \"type\"");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
     if (!cJSON_IsString(type))
-        return format_bad(e, "'response_format.type' must be a string: \"text\", \"json_object\" or "
-                      "\"json_schema\"");
+        return format_bad(e,
+                          "'response_format.type' must be a string: \"text\", \"json_object\" or "
+                          "\"json_schema\"");
     if (!strcmp(type->valuestring, "text"))
         return 0;
     if (!strcmp(type->valuestring, "json_object")) {
@@ -46,12 +48,16 @@ int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
         return 0;
     }
     if (strcmp(type->valuestring, "json_schema") != 0)
-        return format_bad(e, "unknown response_format type '%s' (expected \"text\", \"json_object\" or "
-                      "\"json_schema\")", type->valuestring);
+        return format_bad(
+            e,
+            "unknown response_format type '%s' (expected \"text\", \"json_object\" or "
+            "\"json_schema\")",
+            type->valuestring);
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
     if (!cJSON_IsObject(js))
-        return format_bad(e, "response_format of type \"json_schema\" needs a \"json_schema\" object "
-                      "with the \"schema\"");
+        return format_bad(e,
+                          "response_format of type \"json_schema\" needs a \"json_schema\" object "
+                          "with the \"schema\"");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
     if (name && !cJSON_IsNull(name) && !cJSON_IsString(name))
         return format_bad(e, "'response_format.json_schema.name' must be a string");
@@ -62,8 +68,9 @@ int gt_serve_parse_format(const cJSON *o, gt_serve_req *r, gt_serve_error *e)
         return format_bad(e, "'response_format.json_schema.strict' must be a boolean");
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
     if (!schema || cJSON_IsNull(schema))
-        return format_bad(e, "'response_format.json_schema.schema' is required (the JSON Schema the "
-                      "answer must satisfy)");
+        return format_bad(e,
+                          "'response_format.json_schema.schema' is required (the JSON Schema the "
+                          "answer must satisfy)");
     if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
         return format_bad(e, "'response_format.json_schema.schema' must be a JSON Schema object");
     r->schema = cJSON_PrintUnformatted(schema);
