@@ -43,12 +43,15 @@ static const char *matrix(const char *name, const char *lengths)
              " \"tolerances\": {\"default\": {\"long.drift_kld_mean\": {\"max\": 1e-9}}},\n"
              " \"tiers\": {\"long\": {\"suites\": [\"long\"], \"settings\": {\"long\":\n"
              "     {\"lengths\": %s, \"n_scored\": 32, \"depths\": [10, 90]}}},\n"
+             "   \"picked\": {\"suites\": [\"smoke\", \"long\"], \"settings\": {\"smoke\":\n"
+             "     {\"n_tokens\": 4}, \"long\": {\"lengths\": %s, \"n_scored\": 32, \"depths\": [50],\n"
+             "     \"cells\": [\"*/reference/*\"]}}},\n"
              "   \"short\": {\"suites\": [\"smoke\", \"functional\", \"accuracy\"],\n"
              "     \"settings\": {\"smoke\": {\"n_tokens\": 8, \"reference\": true},\n"
              "       \"functional\": {\"n_tokens\": 8, \"prefill_tokens\": 32},\n"
              "       \"accuracy\": {\"max_scored\": 32, \"max_prompts\": 2, \"n_gen\": 4}}}},\n"
              " \"gate\": {\"allowed\": [\"pass\"]}}\n",
-             lengths);
+             lengths, lengths);
     static char path[4200];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     gt_test_write_file(path, text, strlen(text));
@@ -162,6 +165,22 @@ START_TEST(position_fault_fails_only_the_long_checkpoint_past_it)
 }
 END_TEST
 
+START_TEST(cells_the_matrix_leaves_out_owe_no_bounds)
+{
+    /* The long suite runs on the reference cell only; the cpu cell reports
+     * one matrix skip and is not failed for the long bound the matrix wrote
+     * (long.drift_kld_mean), which only cells that run the suite report. */
+    const char *m = matrix("picked.json", "[256]");
+    int rc = run(BIN " qualify '%s' --tier picked --db s.sqlite", m);
+    ck_assert_msg(rc == 0, "exit %d:\n%.3000s", rc, g_out);
+    sqlite3 *h = db_open("s.sqlite");
+    ck_assert_int_eq(CELL_CHECKS(h, "%/cpu/%", "long", "skip"), 1);
+    ck_assert_int_eq(CELL_CHECKS(h, "%/cpu/%", "tolerances", "fail"), 0);
+    ck_assert_int_eq(CELL_CHECKS(h, "%/reference/%", "drift_L256", "pass"), 1);
+    sqlite3_close(h);
+}
+END_TEST
+
 START_TEST(lengths_the_model_cannot_hold_are_refused_by_name)
 {
     const char *m = matrix("past.json", "[4096]");
@@ -192,6 +211,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, long_checks_are_recorded_judged_and_cached);
     tcase_add_test(tc, position_fault_fails_only_the_long_checkpoint_past_it);
+    tcase_add_test(tc, cells_the_matrix_leaves_out_owe_no_bounds);
     tcase_add_test(tc, lengths_the_model_cannot_hold_are_refused_by_name);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
