@@ -151,7 +151,6 @@ int gt_hc_agreement(const gt_hc *t, const gt_model *m, const int32_t *ref, int n
 
 /* Defined beside each suite's normal run (smoke.c shares its prompts). */
 int gt_smoke_prompts(const gt_suite_ctx *c, const char **out, int cap);
-bool gt_performance_selected(const gt_suite_ctx *c); /* the "cells" setting */
 /* accuracy's "greedy" result and metrics: of the prompts of ps_path that fit
  * n_ctx, `used` were compared, `identical` for all n_gen tokens, `same` of
  * `total` tokens before the first divergence; note ends the message. */

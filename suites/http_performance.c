@@ -204,7 +204,7 @@ int gt_performance_run_http(gt_suite_ctx *c, gt_err *err)
         duration < 0)
         return gt_err_set(err, "performance settings: n_prompt, n_gen, requests >= 1, "
                                "n_clients 1..256, duration_s >= 0");
-    if (!gt_performance_selected(c)) {
+    if (!gt_suite_cell_selected(c)) {
         gt_suite_result(c, "measured", GT_ST_SKIP,
                         GT_SKIP_MATRIX ": cell %s is not in this tier's performance cells",
                         c->cell_id);

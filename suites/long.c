@@ -14,7 +14,6 @@
  * The reference's answers are cached by prompt, so a second run costs the
  * cell only. A length past the model's trained context is refused by name:
  * what the model was never trained for is not a portability question. */
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,21 +200,9 @@ static int length_run(gt_suite_ctx *c, const gt_model *m, int L, const int64_t *
     return rc;
 }
 
-/* Whether the "cells" setting selects the cell (absent: every cell). */
-static bool selected(const gt_suite_ctx *c)
-{
-    const cJSON *globs = gt_suite_setting(c, "cells");
-    if (!globs)
-        return true;
-    for (const cJSON *g = globs->child; g; g = g->next)
-        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
-            return true;
-    return false;
-}
-
 static int long_run(gt_suite_ctx *c, gt_err *err)
 {
-    if (!selected(c)) {
+    if (!gt_suite_cell_selected(c)) {
         gt_suite_result(c, "long", GT_ST_SKIP,
                         GT_SKIP_MATRIX ": cell %s is not in this tier's long cells", c->cell_id);
         return 0;

@@ -26,7 +26,6 @@
  * and positive, and, when the tier sets max_spread, both spreads within it
  * (a comparison with a baseline means nothing under more noise than the
  * regression it is to catch). */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,22 +99,6 @@ static long proc_status_kb(const char *field)
     return kb;
 }
 
-/* Whether this tier's "cells" setting (globs on the cell id) selects the
- * cell; absent means every cell. A cell it leaves out reports one skip in
- * the category GT_SKIP_MATRIX: the matrix chose it, so the verdict does not
- * count the suite's silence as zero coverage (verdict.h). */
-static bool selected(const gt_suite_ctx *c)
-{
-    const cJSON *globs = gt_suite_setting(c, "cells");
-    if (!globs)
-        return true;
-    for (const cJSON *g = globs->child; g; g = g->next)
-        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
-            return true;
-    return false;
-}
-
-bool gt_performance_selected(const gt_suite_ctx *c) { return selected(c); }
 
 typedef struct rep {
     double pp_s, tg_s;
@@ -154,7 +137,7 @@ static int performance_run(gt_suite_ctx *c, gt_err *err)
     if (n_prompt < 1 || n_gen < 1 || min_reps < 1 || max_reps < min_reps || max_reps > 1000)
         return gt_err_set(err, "performance settings: n_prompt, n_gen, reps >= 1 and "
                                "reps <= max_reps <= 1000");
-    if (!selected(c)) {
+    if (!gt_suite_cell_selected(c)) {
         gt_suite_result(c, "measured", GT_ST_SKIP,
                         GT_SKIP_MATRIX ": cell %s is not in this tier's performance cells",
                         c->cell_id);

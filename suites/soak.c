@@ -19,7 +19,6 @@
  *
  * GT_FAULT=leak=N leaks N bytes (suffixes KiB, MiB accepted: "leak=1MiB")
  * per iteration, touched so they count in RSS; the suite must then fail. */
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,21 +83,6 @@ static size_t leak_bytes(const gt_suite_ctx *c)
     return v > 0 ? (size_t)v : 0;
 }
 
-/* Whether this tier's "cells" setting (globs on the cell id) selects the
- * cell; absent means every cell. A cell it leaves out reports one skip in
- * the category GT_SKIP_MATRIX: the matrix chose it, so the verdict does not
- * count the suite's silence as zero coverage (verdict.h). */
-static bool selected(const gt_suite_ctx *c)
-{
-    const cJSON *globs = gt_suite_setting(c, "cells");
-    if (!globs)
-        return true;
-    for (const cJSON *g = globs->child; g; g = g->next)
-        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
-            return true;
-    return false;
-}
-
 static int one_iteration(gt_suite_ctx *c, const gt_model *m, const gt_prompt *p, int n_gen,
                          int n_ctx, uint64_t seed, int32_t *out, float *logits, gt_err *err)
 {
@@ -140,7 +124,7 @@ static int soak_run(gt_suite_ctx *c, gt_err *err)
     int warm_cycles = (int)gt_suite_int(c, "warmup_cycles", 2);
     if (duration <= 0 || n_gen < 1 || n_ctx < 8 || warm_cycles < 0)
         return gt_err_set(err, "soak settings: duration_s > 0, n_gen >= 1, n_ctx >= 8");
-    if (!selected(c)) {
+    if (!gt_suite_cell_selected(c)) {
         gt_suite_result(c, "soak", GT_ST_SKIP,
                         GT_SKIP_MATRIX ": cell %s is not in this tier's soak cells", c->cell_id);
         return 0;

@@ -3,6 +3,7 @@
  * callbacks decide where things go (JSON lines on the result pipe). */
 #include "suite.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,6 +65,17 @@ int gt_suite_ints(const gt_suite_ctx *c, const char *name, int64_t *out, int max
         if (n < max)
             out[n++] = (int64_t)e->valuedouble;
     return n;
+}
+
+bool gt_suite_cell_selected(const gt_suite_ctx *c)
+{
+    const cJSON *globs = gt_suite_setting(c, "cells");
+    if (!globs)
+        return true;
+    for (const cJSON *g = globs->child; g; g = g->next)
+        if (cJSON_IsString(g) && fnmatch(g->valuestring, c->cell_id, 0) == 0)
+            return true;
+    return false;
 }
 
 void gt_suite_point(gt_suite_ctx *c, const char *series, double x, double y)

@@ -201,6 +201,13 @@ bool gt_suite_check(gt_suite_ctx *c, const char *check, bool ok, const char *fmt
  * it; returns the verdict (GT_ST_PASS, GT_ST_FAIL, or GT_ST_PENDING for
  * "info": no tolerance). The name must be in the suite's metric table. */
 gt_status gt_suite_metric(gt_suite_ctx *c, const char *name, double value);
+/* Whether the suite's "cells" setting (globs on the cell id) selects this
+ * cell; absent means every cell. A suite run on a cell it leaves out
+ * reports one skip in the category GT_SKIP_MATRIX: the matrix chose it, so
+ * the verdict does not count the silence as zero coverage (verdict.h), and
+ * the worker asks none of the suite's bounds there (soak, performance,
+ * long). */
+bool gt_suite_cell_selected(const gt_suite_ctx *c);
 /* One point (x, y) of the cell's series `series` (the long suite's drift
  * against depth: x a position, y a KL): stored with the cell, drawn by the
  * report's details. Not a verdict: the checks judge; a series shows. */
