@@ -35,7 +35,7 @@ if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import openai, jinja2' 2>/dev/null; the
     echo "ci/test.sh: openai/jinja2 unavailable; chat_openai will report SKIP"
 fi
 # Structured output's validator oracle: the jsonschema package
-# (tests/oracle/jsonschema_validate.py).
+# (suites/data/jsonschema_validate.py).
 if ! PYTHONPATH=$GT_PYORACLE python3 -c 'import jsonschema' 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check --target "$GT_PYORACLE" \
       jsonschema==4.26.0 ||

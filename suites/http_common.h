@@ -164,5 +164,6 @@ int gt_smoke_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_functional_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_accuracy_run_http(gt_suite_ctx *c, gt_err *err);
 int gt_performance_run_http(gt_suite_ctx *c, gt_err *err);
+int gt_structured_run_http(gt_suite_ctx *c, gt_err *err);
 
 #endif

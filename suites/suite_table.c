@@ -14,6 +14,7 @@ extern const gt_suite gt_suite_accuracy;
 extern const gt_suite gt_suite_performance;
 extern const gt_suite gt_suite_soak;
 extern const gt_suite gt_suite_long;
+extern const gt_suite gt_suite_structured;
 
 /* Every suite the harness knows, in the order a tier usually runs them. */
 static const gt_suite *const SUITES[] = {
@@ -24,6 +25,7 @@ static const gt_suite *const SUITES[] = {
     &gt_suite_performance,
     &gt_suite_soak,
     &gt_suite_long,
+    &gt_suite_structured,
 };
 
 /* The http variant of each suite that has one (suites/http_<suite>.c). It is
@@ -38,6 +40,7 @@ static const struct {
     {&gt_suite_functional, gt_functional_run_http},
     {&gt_suite_accuracy, gt_accuracy_run_http},
     {&gt_suite_performance, gt_performance_run_http},
+    {&gt_suite_structured, gt_structured_run_http},
 };
 
 gt_suite_run_fn gt_suite_http_run(const gt_suite *s)

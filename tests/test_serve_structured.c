@@ -232,7 +232,7 @@ START_TEST(refused)
     snprintf(b, sizeof b, "%s" RF_SCHEMA("{\"type\": \"object\", \"properties\": 5}") "}", p);
     expect_400(s.port, "/v1/completions", b, "properties");
     snprintf(b, sizeof b, "%s" RF_SCHEMA("{\"type\": \"strin\"}") "}", p);
-    expect_400(s.port, "/v1/completions", b, "unknown type at /");
+    expect_400(s.port, "/v1/completions", b, "unknown type \\\"strin\\\" at /");
     snprintf(b, sizeof b, "%s\"response_format\": {\"type\": \"xml\"}}", p);
     expect_400(s.port, "/v1/completions", b, "'xml'");
     snprintf(b, sizeof b, "%s\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "

@@ -327,7 +327,11 @@ static int compile_typed(cctx *x, int idx, const cJSON *j, const char *ptr)
             while (i < 7 && !(cJSON_IsString(one) && strcmp(one->valuestring, NAMES[i]) == 0))
                 i++;
             if (i == 7)
-                return gt_err_set(x->err, "unknown type at %s", where(ptr));
+                return gt_err_set(x->err, "unknown type %s%s%s at %s (expected object, array, "
+                                          "string, integer, number, boolean or null)",
+                                  cJSON_IsString(one) ? "\"" : "",
+                                  cJSON_IsString(one) ? one->valuestring : "(not a string)",
+                                  cJSON_IsString(one) ? "\"" : "", where(ptr));
             k |= BITS[i];
         }
         if (!k)

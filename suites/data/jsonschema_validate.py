@@ -4,11 +4,17 @@
 usage: jsonschema_validate.py SCHEMA DOC [SCHEMA DOC ...]
 Each DOC must parse as JSON and validate against its SCHEMA (the validator
 class the schema's $schema names, else the latest draft). Prints one line per
-pair; exits 1 when any pair fails, 2 on bad usage."""
+pair; exits 1 when any pair fails, 2 on bad usage, 3 when the jsonschema
+package does not import (the structured suite then reports an error: a
+document nobody could judge is not valid)."""
 import json
 import sys
 
-import jsonschema
+try:
+    import jsonschema
+except ImportError as e:
+    print(f"cannot import jsonschema: {e}")
+    sys.exit(3)
 
 
 def main(args):
