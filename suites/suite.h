@@ -43,12 +43,17 @@
  *         ... compute with gt_backend_open("reference", ...) ...
  *         gt_suite_ref_put(ctx, key, "greedy tokens", buf, n);
  *     }
- * A put becomes visible to cells that start after this cell is recorded.
+ * A put becomes visible to cells that start after this cell is recorded,
+ * or after it ends unfinished: a cell killed at its timeout, or left
+ * running when qualify is interrupted, keeps each output it finished (the
+ * worker announces a put only once its file is whole), so its next run or
+ * --resume computes only the rest; a crashed cell keeps none.
  *
  * Fault injection (tests only): GT_FAULT="kind[=arg]:cell-glob,..." in the
  * environment. The worker itself handles segv, abort, hang and exit; a
  * suite asks gt_suite_fault(ctx, "perturb-logits", &arg) for its own kinds
- * (GT_SUITE_FAULT_KINDS). The runtime's kinds (gt/fault.h: logit-scale=X,
+ * (GT_SUITE_FAULT_KINDS); after-put=N holds the worker's kinds back until
+ * the Nth put. The runtime's kinds (gt/fault.h: logit-scale=X,
  * graph-drop-last, ...) take no cell glob and apply inside the runtime. *
  * This is the face of suites/: the harness sees suites only through it, and
  * the suites see nothing of the harness but base (statuses, tolerances,

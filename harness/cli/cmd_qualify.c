@@ -19,6 +19,7 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ typedef struct qualify {
     int n_spawned;
     double overhead_sum, overhead_max, commit_sum, teardown_sum;
     int n_overhead;
+    bool quiet, progress;
 } qualify;
 
 static void help(FILE *f)
@@ -275,6 +277,32 @@ static void preset(cell_job *cj, gt_status st, const char *reason)
     snprintf(cj->preset_reason, sizeof cj->preset_reason, "%s", reason);
 }
 
+/* Whether the reference outputs a cell announced may be kept. A "ref" line
+ * comes only after its file was written and closed, so a cell the runner
+ * killed (at its deadline, or when qualify was interrupted) leaves whole
+ * files: hours of reference work on a long cell, which its next run reuses.
+ * A crash (a signal of its own, an error exit) keeps none: the memory
+ * corruption that ended it may have reached what it wrote before. */
+static bool refs_trusted(const gt_outcome *o, bool abandoned)
+{
+    switch (o->end) {
+    case GT_END_EXITED: return o->code == 0;
+    case GT_END_TIMEOUT: return true;
+    case GT_END_SIGNALED: return abandoned && o->sig == SIGKILL; /* the runner's kill */
+    default: return false;
+    }
+}
+
+static void say_kept(const qualify *q, const char *cell, int n, const char *what)
+{
+    if (q->quiet || n <= 0)
+        return;
+    if (q->progress)
+        fputs("\r\033[K", stderr);
+    fprintf(stderr, "%s: kept %d reference output%s for %s\n", cell, n, n == 1 ? "" : "s",
+            what);
+}
+
 static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report *rep,
                    gt_err *err)
 {
@@ -307,8 +335,11 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
             cJSON_AddItemReferenceToArray(dst, (cJSON *)l);
     }
     /* A crashed or timed-out cell keeps only its status and log: its
-     * partial checks would read as a verdict on a run that did not finish. */
+     * partial checks would read as a verdict on a run that did not finish.
+     * A timed-out cell's finished reference outputs are kept all the same
+     * (refs_trusted), so the next run does not compute them again. */
     bool complete = !cj->preset && o->end == GT_END_EXITED;
+    bool keep_refs = !cj->preset && refs_trusted(o, false);
     gt_db_record rec = {
         .cell_id = c->id, .status = gt_status_name(final), .raw_status = gt_status_name(raw),
         .reason = reason, .model_sha256 = cj->model_sha, .artifact_sha256 = cj->artifact_sha,
@@ -316,7 +347,7 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         .duration_s = o->wall_s, .worker_s = o->worker_s, .overhead_ms = -1,
         .part_id = q->part_id, .results = complete ? results : NULL,
         .metrics = complete ? metrics : NULL, .devices = devices,
-        .refs = complete ? refs : NULL, .artifacts = cj->artifacts,
+        .refs = keep_refs ? refs : NULL, .artifacts = cj->artifacts,
         .points = complete ? points : NULL,
     };
     /* The harness's cost: starting the process until its first line, plus
@@ -326,6 +357,8 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         rec.overhead_ms = o->hello_ms;
     double commit_ms = 0;
     int rc = gt_db_cell_record(q->db, q->run_id, &rec, &commit_ms, err);
+    if (rc == 0 && keep_refs && o->end == GT_END_TIMEOUT)
+        say_kept(q, c->id, cJSON_GetArraySize(refs), "the next run of this cell");
     cJSON_Delete(results);
     cJSON_Delete(metrics);
     cJSON_Delete(devices);
@@ -347,6 +380,31 @@ static int on_done(void *user, const gt_job *job, const gt_outcome *o, gt_report
         q->n_overhead++;
     }
     return rc;
+}
+
+/* A cell left running when qualify was interrupted stays pending; the
+ * reference outputs it finished go into ref_cache now, so that --resume
+ * runs it again without computing them again. */
+static void on_abandoned(void *user, const gt_job *job, const gt_outcome *o)
+{
+    qualify *q = user;
+    cell_job *cj = job->user;
+    if (cj->preset || !refs_trusted(o, true))
+        return;
+    cJSON *refs = cJSON_CreateArray();
+    const cJSON *l;
+    cJSON_ArrayForEach(l, o->lines)
+    {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(l, "t");
+        if (refs && cJSON_IsString(t) && strcmp(t->valuestring, "ref") == 0)
+            cJSON_AddItemReferenceToArray(refs, (cJSON *)l);
+    }
+    gt_err err = {{0}};
+    int n = gt_db_refs_keep(q->db, q->run_id, cj->cell->id, cj->artifact_sha, refs, &err);
+    if (n < 0)
+        fprintf(stderr, "gauntlet qualify: %s\n", err.msg);
+    say_kept(q, cj->cell->id, n, "--resume");
+    cJSON_Delete(refs);
 }
 
 /* --baseline X: a database file (newest other run of this matrix/tier) or a
@@ -551,7 +609,7 @@ int cmd_qualify(int argc, char **argv)
     int64_t brun = 0;
     if (baseline && open_baseline(baseline, db, m->name, tier->name, key, &bdb, &brun, &err) != 0)
         goto fail;
-    qualify q = {.db = db};
+    qualify q = {.db = db, .quiet = quiet, .progress = !no_progress && !quiet && isatty(2)};
     if (found == 1) {
         char *gate = tier->gate.json ? cJSON_PrintUnformatted(tier->gate.json) : NULL;
         gt_db_run_new nr = {key, m->name, m->sha256, m->text, argv[optind], tier->name, gate,
@@ -674,9 +732,9 @@ int cmd_qualify(int argc, char **argv)
     gt_db_strings_free(pending, n_pending);
 
     gt_runner_opts ro = {.self_exe = arts.self_exe, .jobs = jobs,
-                         .progress = !no_progress && !quiet && isatty(2), .quiet = quiet,
-                         .out = stdout, .total = n_shard, .already_done = n_shard - n_jobs,
-                         .done = on_done, .user = &q};
+                         .progress = q.progress, .quiet = quiet, .out = stdout,
+                         .total = n_shard, .already_done = n_shard - n_jobs, .done = on_done,
+                         .abandoned = on_abandoned, .user = &q};
     int ran = gt_runner_run(&ro, jv, n_jobs, &err);
     if (ran < 0) {
         gt_db_part_end(db, q.part_id, "error", NULL);

@@ -105,6 +105,25 @@ static void read_results(slot *s)
     gt_wlines_feed(&s->res, buf, (size_t)n, take_line, s);
 }
 
+/* A stopped child's last words: whatever is left in its result pipe, up to
+ * end of file or an empty pipe (a grandchild could hold the write end open,
+ * so never block). A partial last line stays unparsed in s->res. */
+static void drain_results(slot *s)
+{
+    char buf[65536];
+    while (s->fd_res >= 0) {
+        ssize_t n = read(s->fd_res, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(s->fd_res);
+            s->fd_res = -1;
+            break;
+        }
+        gt_wlines_feed(&s->res, buf, (size_t)n, take_line, s);
+    }
+}
+
 static void read_log(slot *s)
 {
     char buf[16384];
@@ -446,7 +465,10 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
             }
         }
     }
-    /* Interrupted or failed: kill what runs; those cells stay pending. */
+    if (opts->progress) /* before the abandoned callback's lines */
+        fputs("\r\033[K", stderr);
+    /* Interrupted or failed: kill what runs; those cells stay pending, and
+     * the caller sees what they wrote (gt_runner_abandoned_fn). */
     for (int i = 0; i < n_slots; i++) {
         slot *s = &slots[i];
         if (!s->job)
@@ -454,13 +476,28 @@ int gt_runner_run(const gt_runner_opts *opts, gt_job *jobs, int n, gt_err *err)
         if (s->pid > 0) {
             kill(-s->pid, SIGKILL);
             kill(s->pid, SIGKILL);
-            while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+            int status = 0;
+            pid_t r;
+            while ((r = waitpid(s->pid, &status, 0)) < 0 && errno == EINTR)
                 ;
+            drain_results(s);
+            if (r != s->pid) {
+                s->o.end = GT_END_SPAWN; /* how it ended is unknown */
+                log_append(s, "waitpid failed\n", 15);
+            } else if (WIFEXITED(status)) {
+                s->o.end = GT_END_EXITED;
+                s->o.code = WEXITSTATUS(status);
+            } else {
+                s->o.end = GT_END_SIGNALED;
+                s->o.sig = WTERMSIG(status);
+            }
+            s->o.finished_at = unix_now();
+            s->o.wall_s = mono() - s->t_start;
+            if (opts->abandoned)
+                opts->abandoned(opts->user, s->job, &s->o);
         }
         release(s);
     }
-    if (opts->progress)
-        fputs("\r\033[K", stderr);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);

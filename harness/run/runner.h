@@ -12,7 +12,10 @@
  * parent, one transaction per cell) and prints the line the callback returns.
  * SIGINT/SIGTERM stop the run: running children are killed and their cells
  * are not reported (they stay pending, to be resumed); a callback already in
- * progress completes first, since the handler only sets a flag. */
+ * progress completes first, since the handler only sets a flag. What such a
+ * child had written on its result pipe is still read, and handed to the
+ * abandoned callback (when set), so the caller can keep what a resumed cell
+ * may reuse. */
 #ifndef GT_RUNNER_H
 #define GT_RUNNER_H
 
@@ -70,6 +73,16 @@ typedef struct gt_report {
 typedef int (*gt_runner_done_fn)(void *user, const gt_job *job, const gt_outcome *o,
                                  gt_report *rep, gt_err *err);
 
+/* A job the run stopped before it finished (interrupt, or the done callback
+ * failed): its process group was killed and reaped and every complete line
+ * it had written read first (an unterminated last line is dropped: the
+ * child died writing it). o->end/code/sig say how the child ended:
+ * GT_END_SIGNALED with SIGKILL when the runner's kill ended it, its own end
+ * when it had already died, GT_END_SPAWN when it could not be reaped.
+ * The job is not reported, so its cell stays pending. Returns nothing: the
+ * run is stopping either way, so the callback says what went wrong itself. */
+typedef void (*gt_runner_abandoned_fn)(void *user, const gt_job *job, const gt_outcome *o);
+
 typedef struct gt_runner_opts {
     const char *self_exe;
     int jobs;           /* processes at once, >= 1 */
@@ -79,6 +92,7 @@ typedef struct gt_runner_opts {
     int total;          /* cells in the run (for "done/total"), >= n */
     int already_done;   /* cells finished before this invocation (resume) */
     gt_runner_done_fn done;
+    gt_runner_abandoned_fn abandoned; /* may be NULL */
     void *user;
 } gt_runner_opts;
 

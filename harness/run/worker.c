@@ -68,8 +68,11 @@
  *
  * GT_FAULT (tests only): "kind[=arg]:cell-glob,...". Handled here, just before
  * the suites run: segv, abort (die on that signal), hang (sleep until
- * killed), exit=N (exit with N, no "done"). Other kinds are passed to suites
- * (gt_suite_fault). */
+ * killed), exit=N (exit with N, no "done"). after-put=N moves the cell's
+ * segv, abort, hang and exit to just after its Nth reference output was put
+ * (its "ref" line sent): a cell that dies or hangs with reference outputs
+ * finished, which qualify keeps or drops (cmd_qualify.c refs_trusted).
+ * Other kinds are passed to suites (gt_suite_fault). */
 #include <errno.h>
 #include <fnmatch.h>
 #include <signal.h>
@@ -105,6 +108,8 @@ typedef struct worker {
     int n_put;
     cJSON *reported; /* {"suite.metric": true} for every metric line sent */
     int n_points;    /* point lines sent (GT_WORKER_MAX_POINTS) */
+    int fault_after_put;  /* GT_FAULT after-put=N: inject these at the Nth put */
+    char fault_deferred[512];
     bool matrix_skipped; /* the running suite reported a GT_SKIP_MATRIX skip */
 } worker;
 
@@ -213,6 +218,8 @@ static int host_ref_get(void *hd, const char *key, void **data, size_t *size, gt
     return gt_db_ref_get(w->db, key, data, size, err);
 }
 
+static void inject(worker *w, const char *faults);
+
 static int host_ref_put(void *hd, const char *key, const char *meta, const void *data,
                         size_t size, gt_err *err)
 {
@@ -234,6 +241,8 @@ static int host_ref_put(void *hd, const char *key, const char *meta, const void 
     cJSON_AddStringToObject(o, "meta", meta ? meta : "");
     cJSON_AddStringToObject(o, "file", path);
     emit(w, o);
+    if (w->fault_after_put && w->n_put == w->fault_after_put)
+        inject(w, w->fault_deferred);
     return 0;
 }
 
@@ -296,7 +305,7 @@ static void open_failed(worker *w, const char *msg, bool not_built)
 }
 
 /* The harness's GT_FAULT kinds: the worker's own (inject) and the suites'. */
-static const char *const WORKER_FAULTS[] = {"segv", "abort", "hang", "exit", NULL};
+static const char *const WORKER_FAULTS[] = {"segv", "abort", "hang", "exit", "after-put", NULL};
 
 int gt_fault_env_check(gt_err *err)
 {
@@ -317,8 +326,11 @@ int gt_fault_env_check(gt_err *err)
             known = strlen(*k) == kl && strncmp(e, *k, kl) == 0;
         if (!known)
             return gt_err_set(err, "GT_FAULT entry '%s': no such fault kind (the harness's: segv, "
-                                   "abort, hang, exit=N, %s; the runtime's: see gt/fault.h)",
+                                   "abort, hang, exit=N, after-put=N, %s; the runtime's: see "
+                                   "gt/fault.h)",
                               e, GT_SUITE_FAULT_LIST);
+        if (strncmp(e, "after-put", kl) == 0 && kl == 9 && (e[kl] != '=' || atoi(e + kl + 1) < 1))
+            return gt_err_set(err, "GT_FAULT entry '%s': after-put=N needs N >= 1", e);
     }
     return 0;
 }
@@ -423,12 +435,22 @@ static void emit_device(worker *w, const gt_device_info *d, const char *profile)
     emit(w, o);
 }
 
-static void inject(const char *faults)
+/* The cell's faults (faults_for), now; with after-put=N in them, at the
+ * Nth reference put instead (host_ref_put calls this again then). */
+static void inject(worker *w, const char *faults)
 {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", faults);
+    const char *after = strstr(buf, "after-put=");
+    if (after && (after == buf || after[-1] == ',') && w->n_put < atoi(after + 10)) {
+        w->fault_after_put = atoi(after + 10);
+        snprintf(w->fault_deferred, sizeof w->fault_deferred, "%s", faults);
+        return;
+    }
     char *save = NULL;
     for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        if (strncmp(f, "after-put=", 10) == 0)
+            continue;
         fprintf(stderr, "worker: injecting fault '%s' (GT_FAULT)\n", f);
         fflush(stderr);
         if (strcmp(f, "segv") == 0) {
@@ -880,7 +902,7 @@ static int run_http_cell(worker *w, const cJSON *http, double t0)
 
     char faults[512];
     faults_for(w->cell, faults, sizeof faults);
-    inject(faults);
+    inject(w, faults);
 
     gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, n_threads, faults);
     ctx.endpoint = endpoint;
@@ -982,7 +1004,7 @@ static int run_cell(worker *w, double t0)
 
     char faults[512];
     faults_for(w->cell, faults, sizeof faults);
-    inject(faults);
+    inject(w, faults);
 
     gt_suite_ctx ctx = suite_ctx(w, backend, profile, artifact, cfg.n_threads, faults);
     ctx.driver = driver;

@@ -180,6 +180,15 @@ typedef struct gt_db_record {
 int gt_db_cell_record(gt_db *db, int64_t run_id, const gt_db_record *rec, double *commit_ms,
                       gt_err *err);
 
+/* The reference outputs of a cell that did not finish (interrupted: it
+ * stays pending and is not recorded), for the cell that runs it again: each
+ * of refs ({"key","meta","file"}, as in gt_db_record) goes into ref_cache
+ * (INSERT OR IGNORE), all in one transaction; the files are removed after
+ * the commit. Returns how many were given (0 for none), or -1. The caller
+ * decides which outputs are whole (cmd_qualify.c: never a crashed cell's). */
+int gt_db_refs_keep(gt_db *db, int64_t run_id, const char *cell_id, const char *artifact_sha256,
+                    const cJSON *refs, gt_err *err);
+
 /* Reference cache lookup: 0 found (*data malloc'ed), 1 absent, -1 error. */
 int gt_db_ref_get(gt_db *db, const char *key, void **data, size_t *size, gt_err *err);
 

@@ -1,4 +1,5 @@
-/* db_record.c: writing one finished cell (see gt_db_cell_record in db.h).
+/* db_record.c: writing one finished cell (see gt_db_cell_record in db.h),
+ * and the reference outputs of one that did not finish (gt_db_refs_keep).
  *
  * Everything a worker reported goes in with the cell's final status in one
  * BEGIN IMMEDIATE transaction: devices (deduplicated per run and host),
@@ -193,28 +194,39 @@ static int record_points(gt_db *db, int64_t cell, const cJSON *points, gt_err *e
     return 0;
 }
 
+/* The cell's row id, quant and run key (what a ref_cache row names). */
+static int cell_lookup(gt_db *db, int64_t run_id, const char *cell_id, int64_t *cell,
+                       char quant[32], char run_key[160], gt_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->h,
+                           "SELECT c.id, c.quant, r.run_key FROM cells c JOIN runs r"
+                           " ON r.id = c.run_id WHERE c.run_id = ? AND c.cell_id = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt_dbi_sqlerr(db, err, "looking up a cell");
+    sqlite3_bind_int64(st, 1, run_id);
+    gt_dbi_bind_text(st, 2, cell_id);
+    *cell = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *cell = sqlite3_column_int64(st, 0);
+        gt_dbi_col_copy(st, 1, quant, 32);
+        gt_dbi_col_copy(st, 2, run_key, 160);
+    }
+    sqlite3_finalize(st);
+    if (!*cell)
+        return gt_err_set(err, "%s: cell %s is not in run %lld", db->path, cell_id,
+                          (long long)run_id);
+    return 0;
+}
+
 static int record_body(gt_db *db, int64_t run_id, const gt_db_record *rec, gt_err *err)
 {
     sqlite3_stmt *st;
     char host[128], quant[32] = "", run_key[160] = "";
     gt_dbi_host(host, sizeof host);
-    if (sqlite3_prepare_v2(db->h,
-                           "SELECT c.id, c.quant, r.run_key FROM cells c JOIN runs r"
-                           " ON r.id = c.run_id WHERE c.run_id = ? AND c.cell_id = ?",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt_dbi_sqlerr(db, err, "recording a cell");
-    sqlite3_bind_int64(st, 1, run_id);
-    gt_dbi_bind_text(st, 2, rec->cell_id);
     int64_t cell = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        cell = sqlite3_column_int64(st, 0);
-        gt_dbi_col_copy(st, 1, quant, sizeof quant);
-        gt_dbi_col_copy(st, 2, run_key, sizeof run_key);
-    }
-    sqlite3_finalize(st);
-    if (!cell)
-        return gt_err_set(err, "%s: cell %s is not in run %lld", db->path, rec->cell_id,
-                          (long long)run_id);
+    if (cell_lookup(db, run_id, rec->cell_id, &cell, quant, run_key, err) != 0)
+        return -1;
 
     int64_t device = 0;
     const cJSON *d;
@@ -357,4 +369,28 @@ int gt_db_cell_record(gt_db *db, int64_t run_id, const gt_db_record *rec, double
     if (commit_ms)
         *commit_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
     return 0;
+}
+
+int gt_db_refs_keep(gt_db *db, int64_t run_id, const char *cell_id, const char *artifact_sha256,
+                    const cJSON *refs, gt_err *err)
+{
+    if (!cJSON_GetArraySize(refs))
+        return 0;
+    char quant[32] = "", run_key[160] = "";
+    int64_t cell = 0;
+    if (gt_db_begin(db, err) != 0)
+        return -1;
+    int rc = cell_lookup(db, run_id, cell_id, &cell, quant, run_key, err);
+    const cJSON *r;
+    cJSON_ArrayForEach(r, refs)
+    if (rc == 0)
+        rc = record_ref(db, r, artifact_sha256, quant, run_key, cell_id, err);
+    if (rc != 0 || gt_db_commit(db, err) != 0) {
+        gt_db_rollback(db);
+        return gt_err_wrap(err, "keeping the reference outputs of cell %s", cell_id);
+    }
+    cJSON_ArrayForEach(r, refs)
+    if (jstr(r, "file"))
+        unlink(jstr(r, "file"));
+    return cJSON_GetArraySize(refs);
 }
