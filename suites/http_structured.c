@@ -125,15 +125,16 @@ static int check_refusals(gt_suite_ctx *c, const gt_hc *t, const gt_sc_set *s, i
         bool ok = false;
         char how[400];
         if (r.status >= 400 && r.status < 500) {
-            ok = strstr(r.body, k->mentions) && r.total_s * 1e3 <= deadline_ms;
+            const bool named = strstr(r.body, k->mentions) != NULL;
+            ok = named && r.total_s * 1e3 <= deadline_ms;
             snprintf(how, sizeof how, "HTTP %ld in %.0f ms (deadline %.0f), %snaming \"%s\": %.200s",
-                     r.status, r.total_s * 1e3, deadline_ms, strstr(r.body, k->mentions) ? "" : "NOT ",
-                     k->mentions, r.body);
+                     r.status, r.total_s * 1e3, deadline_ms, named ? "" : "NOT ", k->mentions,
+                     r.body);
         } else if (r.status == 200 && k->unsupported) {
             cJSON *o = cJSON_Parse(r.body);
             const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
-            const cJSON *tx = t->chat ? cJSON_GetObjectItemCaseSensitive(
-                                            cJSON_GetObjectItemCaseSensitive(ch, "message"), "content")
+            const cJSON *msg = cJSON_GetObjectItemCaseSensitive(ch, "message");
+            const cJSON *tx = t->chat ? cJSON_GetObjectItemCaseSensitive(msg, "content")
                                       : cJSON_GetObjectItemCaseSensitive(ch, "text");
             const cJSON *fr = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
             char *doc = cJSON_IsString(tx) ? tx->valuestring : "";
@@ -170,7 +171,7 @@ int gt_structured_run_http(gt_suite_ctx *c, gt_err *err)
                         c->cell_id);
         return 0;
     }
-    const int max_tokens = (int)gt_suite_int(c, "max_tokens", 192);
+    const int max_tokens = (int)gt_suite_int(c, "max_tokens", 320);
     if (max_tokens < 8 || max_tokens > 4096)
         return gt_err_set(err, "structured settings: max_tokens must be 8..4096");
     gt_hc t;

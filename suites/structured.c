@@ -27,14 +27,16 @@ static const gt_metric_def METRICS[] = {
     {"ref_agreement", "ratio", +1, false, "{\"min\": 1}",
      "cases whose constrained greedy answer is the reference backend's, byte for byte"},
     {"refused", "ratio", +1, false, "{\"min\": 1}",
-     "malformed schemas refused within the deadline, naming the problem"},
+     "malformed schemas refused within the deadline, naming the problem (http: or, for a "
+     "keyword outside gauntlet's subset, followed)"},
     {NULL},
 };
 
 static const gt_setting_def SETTINGS[] = {
     {"cells", GT_SET_STRINGS, "cell-id globs that run it (default all)"},
     {"cases", GT_SET_STR, "the cases file (default suites/data/structured.json)"},
-    {"max_tokens", GT_SET_INT, "tokens an answer may take at most (default 192)"},
+    {"max_tokens", GT_SET_INT, "tokens an answer may take at most (default 320: the committed "
+                               "cases complete within it even at a character per token)"},
     {"validator", GT_SET_STRINGS, "the validator's argv, given SCHEMA DOC pairs (default python3 "
                                   "suites/data/jsonschema_validate.py: the jsonschema package)"},
     {"refusal_deadline_ms", GT_SET_NUM, "a malformed schema is refused within this (default "
@@ -85,7 +87,7 @@ static int structured_run(gt_suite_ctx *c, gt_err *err)
                         c->cell_id);
         return 0;
     }
-    const int max_tokens = (int)gt_suite_int(c, "max_tokens", 192);
+    const int max_tokens = (int)gt_suite_int(c, "max_tokens", 320);
     if (max_tokens < 8 || max_tokens > 4096)
         return gt_err_set(err, "structured settings: max_tokens must be 8..4096");
     gt_model *m = NULL;

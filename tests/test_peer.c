@@ -49,10 +49,11 @@ static bool peer_built(void)
 }
 
 /* matrices/peer.json with llama.cpp's llama-server built: every cell runs
- * the four suites (the chat cells through /v1/chat/completions);
+ * the five suites (the chat cells through /v1/chat/completions; structured
+ * output on the q8_0 and synthetic cells);
  * llama-server's accuracy is scored without echo, its deviations are the
- * five xfail checks the matrix names, its identity is llama.cpp's commit;
- * the gate passes. */
+ * xfail checks the matrix names (five of functional, and structured
+ * output's), its identity is llama.cpp's commit; the gate passes. */
 START_TEST(peer_matrix_qualifies)
 {
     double t0 = now();
@@ -85,6 +86,23 @@ START_TEST(peer_matrix_qualifies)
                               " WHERE c.backend LIKE 'llama-server%%' AND r.suite = 'functional'"
                               " AND r.status = 'fail'"),
                      20);
+    /* structured output (issue 39) on the q8_0 and synthetic cells: every
+     * gauntlet serve cell passes its 10 checks (5 valid, agreement, stream,
+     * 3 refusals); llama-server through chat validates all 5 answers and
+     * parts from the reference's bytes (whitespace: xfail); through
+     * completions it ignores response_format, so only stream holds. */
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
+                              " WHERE r.suite = 'structured' AND c.backend LIKE 'serve-%%'"
+                              " AND r.status = 'pass'"),
+                     50);
+    ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM results r JOIN cells c ON c.id = r.cell"
+                              " WHERE r.suite = 'structured' AND c.backend = 'llama-server-chat'"
+                              " AND r.check_name LIKE 'valid%%' AND r.status = 'pass'"),
+                     5);
+    ck_assert_str_eq(q_text(h, "SELECT GROUP_CONCAT(r.check_name) FROM results r JOIN cells c"
+                               " ON c.id = r.cell WHERE r.suite = 'structured' AND"
+                               " c.backend = 'llama-server' AND r.status = 'pass'"),
+                     "stream,stream");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE name = 'llama.cpp llama-server'"
                               " AND driver_version LIKE '%%0c1e57098'"),
                      1);
