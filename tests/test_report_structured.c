@@ -20,6 +20,11 @@
  *     xfail in every failing column and nowhere pass; markup in a
  *     divergence is escaped; a run without the suite has no section;
  *   - `--markdown`: a line per such cell with the same marks.
+ * And in case "html" too, where the pyoracle has jsonschema (else it skips
+ * saying so): `gauntlet qualify` runs the suite itself on synth-tiny, reference and a
+ * cpu whose logits GT_FAULT noises; the part's counts, read from the
+ * messages, equal the suite's metrics, and the cpu's first divergence is
+ * cut where it ends (about 1 s).
  * Test case "render" (CTest: report_structured_screenshot; skips, saying
  * why, without /usr/bin/chromium): ci/render-report.sh draws a PNG of the
  * page, and the DOM chromium dumps after the script ran, with the failing
@@ -265,6 +270,86 @@ START_TEST(structured_part_in_html)
 }
 END_TEST
 
+/* The structured suite itself, qualified on a synthetic model (reference
+ * and cpu, the cpu's logits noised by GT_FAULT so its answers part from
+ * the reference's): the part reads the suite's real messages, and its
+ * counts are the suite's metrics (numbers recorded apart from the
+ * messages the part parses). */
+START_TEST(structured_part_from_the_suite)
+{
+    char matrix[512], up[512] = "", html[512];
+    snprintf(matrix, sizeof matrix, "%s", gt_test_tmp("sc.json"));
+    snprintf(html, sizeof html, "%s", gt_test_tmp("sc.html"));
+    const char *db_path = gt_test_tmp("sc.sqlite");
+    /* root is relative to the matrix's folder: up to / once per level */
+    for (const char *p = strchr(matrix + 1, '/'); p; p = strchr(p + 1, '/'))
+        strncat(up, "../", sizeof up - strlen(up) - 1);
+    strncat(up, GT_SOURCE_DIR + 1, sizeof up - strlen(up) - 1);
+    FILE *f = fopen(matrix, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"name\": \"sc\", \"root\": \"%s\", \"defaults\": {\"timeout_s\": 300, "
+               "\"threads\": 2, \"seed\": 1}, \"models\": [{\"id\": \"synth-tiny\", \"synth\": "
+               "{\"preset\": \"tiny\", \"seed\": 1}}], \"quants\": [\"f32\"], \"backends\": "
+               "[\"reference\", \"cpu\"], \"tiers\": {\"t\": {\"suites\": [\"structured\"], "
+               "\"settings\": {\"structured\": {\"max_tokens\": 160}}}}, \"default_tier\": \"t\"}\n",
+            up);
+    fclose(f);
+    /* exit 1: the noised cpu cell fails its agreement, as it must */
+    ck_assert_int_eq(gt_test_sh("GT_PYORACLE='%s' GT_FAULT=logit-noise=2 GT_FAULT_BACKEND=cpu "
+                                "%s qualify %s --db %s --html %s >/dev/null 2>&1",
+                                gt_test_pyoracle(), GAUNTLET, matrix, db_path, html),
+                     1);
+    gt_db *db;
+    gt_err err = {{0}};
+    ck_assert_msg(gt_db_open(db_path, false, &db, &err) == 0, "%s", err.msg);
+    gt_rep_run *r = NULL;
+    ck_assert_msg(gt_report_load(db, 0, false, NULL, 0, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(r->n, 2);
+    for (int i = 0; i < r->n; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        gt_rep_structured s;
+        ck_assert_msg(gt_report_structured(c, &s) == 0, "%s: no structured part", c->cell_id);
+        ck_assert_int_eq(s.n_cases, 5);
+        ck_assert_ptr_nonnull(s.valid_rate);
+        ck_assert_ptr_nonnull(s.ref_agreement);
+        ck_assert_ptr_nonnull(s.refused);
+        ck_assert_double_eq_tol(s.valid_rate->value, (double)s.n_valid / s.n_cases, 1e-9);
+        ck_assert_int_eq(s.n_answers, 5);
+        ck_assert_double_eq_tol(s.ref_agreement->value, (double)s.n_agree / s.n_answers, 1e-9);
+        ck_assert_int_eq(s.n_malformed, 3);
+        ck_assert_double_eq_tol(s.refused->value, (double)s.n_refused / s.n_malformed, 1e-9);
+        if (!strcmp(c->backend, "reference")) {
+            ck_assert_int_eq(s.n_agree, 5);
+            ck_assert_ptr_null(s.divergence);
+        } else {
+            ck_assert_int_lt(s.n_agree, 5);
+            ck_assert_ptr_nonnull(s.divergence);
+            /* the first divergence is one case's, cut at its closing quote */
+            char *d = strndup(s.divergence, s.divergence_len);
+            int n = 0;
+            unsigned long at;
+            char name[64];
+            ck_assert_msg(sscanf(d, "%63[a-z_] parts at byte %lu: cell \"%n", name, &at, &n) == 2 &&
+                              n > 0,
+                          "divergence: %s", d);
+            ck_assert_ptr_nonnull(strstr(d, "\" | reference \""));
+            ck_assert_int_eq(d[strlen(d) - 1], '"');
+            ck_assert_int_eq(s.n_answers - s.n_agree - 1 > 0 ? 1 : 0,
+                             strstr(s.divergence + s.divergence_len, " parts at byte ") != NULL);
+            free(d);
+        }
+    }
+    gt_report_free(r);
+    gt_db_close(db);
+    ck_assert_int_eq(gt_test_sh("xmllint --noout %s", html), 0);
+    char *h = gt_test_slurp(html);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(count(h, "<tr class=\"sc\" id=\"sc-c"), 2);
+    ck_assert_int_eq(count(h, "same bytes<div class=\"sub mono\">"), 1);
+    free(h);
+}
+END_TEST
+
 START_TEST(structured_part_rendered)
 {
     made m = make_db(12);
@@ -313,8 +398,13 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("report_structured");
     TCase *t = tcase_create("html");
-    tcase_set_timeout(t, 120);
+    tcase_set_timeout(t, 300);
     tcase_add_test(t, structured_part_in_html);
+    gt_test_add_if(t, structured_part_from_the_suite,
+                   gt_test_sh("PYTHONPATH='%s' python3 -c 'import jsonschema' >/dev/null 2>&1",
+                              gt_test_pyoracle()) == 0,
+                   "no jsonschema in the pyoracle (GT_PYORACLE; ci/setup.sh installs it): the "
+                   "structured suite cannot validate, so it is not qualified here");
     suite_add_tcase(s, t);
     TCase *r = tcase_create("render");
     tcase_set_timeout(r, 300);
