@@ -20,11 +20,11 @@
  *     xfail in every failing column and nowhere pass; markup in a
  *     divergence is escaped; a run without the suite has no section;
  *   - `--markdown`: a line per such cell with the same marks.
- * And in case "html" too, where the pyoracle has jsonschema (else it skips
- * saying so): `gauntlet qualify` runs the suite itself on synth-tiny, reference and a
- * cpu whose logits GT_FAULT noises; the part's counts, read from the
- * messages, equal the suite's metrics, and the cpu's first divergence is
- * cut where it ends (about 1 s).
+ * Also in case "html", where the pyoracle has jsonschema (else it skips
+ * saying so): `gauntlet qualify` runs the suite itself on synth-tiny,
+ * reference and a cpu whose logits GT_FAULT noises; the part's counts,
+ * read from the messages, equal the suite's metrics, and the cpu's first
+ * divergence is cut where it ends (about 1 s).
  * Test case "render" (CTest: report_structured_screenshot; skips, saying
  * why, without /usr/bin/chromium): ci/render-report.sh draws a PNG of the
  * page, and the DOM chromium dumps after the script ran, with the failing
