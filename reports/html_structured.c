@@ -10,7 +10,7 @@
  *   - refusal: malformed schemas refused N/M, naming the first that was
  *     not, with its message;
  *   - stream (http cells): the streamed answer is the plain one.
- * A column whose checks failed on an xfail cell reads "xfail", a known
+ * A column whose checks failed on an xfail (or xpass) cell reads "xfail", a known
  * deviation (structured.c says why that is sound), never "pass".
  *
  * The rows are markup, like the Long context part: a tier runs the suite on
@@ -26,7 +26,9 @@
 
 static const char *mark(const char *verdict)
 {
-    return !strcmp(verdict, "pass") ? "&#10003;" : !strcmp(verdict, "xfail") ? "&#8856;" : "&#10007;";
+    return !strcmp(verdict, "pass")    ? "&#10003;"
+           : !strcmp(verdict, "xfail") ? "&#8856;"
+                                       : "&#10007;";
 }
 
 /* <td class="vd vd-V">MARK text</td>, the text written by the caller. */
@@ -151,7 +153,7 @@ void gt_html_structured(FILE *f, const gt_rep_run *r)
                        "Cells that ran the structured suite: schema-constrained greedy answers "
                        "that jsonschema validates, that are the reference backend's bytes, and "
                        "malformed schemas refused by name within the deadline. %s"
-                       "&#8856; marks a known deviation (the cell is xfail). Each row is also "
+                       "&#8856; marks a known deviation (the matrix expects it). Each row is also "
                        "shown in its cell's details.</p>\n<table class=\"sc\"><thead><tr>"
                        "<th>cell</th><th>validity</th><th>agreement with the reference</th>"
                        "<th>refusal of malformed schemas</th>%s</tr></thead><tbody>\n",

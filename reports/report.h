@@ -171,7 +171,8 @@ typedef struct gt_rep_structured {
     const gt_rep_check *other_bad;    /* another failing check (answer_<case>, a suite error) */
     const gt_rep_metric *valid_rate, *ref_agreement, *refused; /* NULL when not recorded */
     int n_failed;                     /* structured checks that failed or errored */
-    bool known;  /* the cell is xfail: its failing structured checks were expected to fail */
+    bool known;  /* the cell is xfail or xpass: its failing structured checks were
+                  * expected to fail (structured.c says why) */
 } gt_rep_structured;
 /* 0 when the cell ran the structured suite (a structured check other than
  * the skip of a cell the tier leaves out), -1 when not. */

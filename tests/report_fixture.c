@@ -371,7 +371,8 @@ int fx_add_structured(gt_db *db, int64_t run, const char *cell_id, int kind)
                                   "one can follow: {\"choices\": []}",
                      BAD[k][0]);
         else
-            snprintf(m, sizeof m, "compiled a malformed schema (%s expected): {\"type\": \"strin\"}",
+            snprintf(m, sizeof m,
+                     "compiled a malformed schema (%s expected): {\"type\": \"strin\"}",
                      BAD[k][0]);
         refused += ok;
         rc |= check(h, cell, seq++, "structured", name, ok ? "pass" : "fail", m);

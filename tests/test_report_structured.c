@@ -8,6 +8,8 @@
  *                             (>= 0.4, as ci.json's act-q8 cells);
  *   m0/q8_0/cpu/openblas      xfail (a server's known deviations): 4/5 valid,
  *                             3/5 same, refused 2/3, a stream check;
+ *   m0/q4_0/cpu/blis          xpass, with the same failing checks (only
+ *                             expected ones failed, and one expected passed);
  *   m0/q8_0/reference/default only the skip of a cell the tier leaves out.
  *
  * Test case "html" (always runs):
@@ -15,7 +17,7 @@
  *     names the failing cases and cuts the first divergence where it ends,
  *     though its bytes hold a quote and "; ";
  *   - `gauntlet report --html`: well-formed (xmllint); a row per cell that
- *     ran the suite (4; the skipped and the untouched cells have none, no
+ *     ran the suite (5; the skipped and the untouched cells have none, no
  *     "0/0"), each column's text and verdict; the known deviation reads
  *     xfail in every failing column and nowhere pass; markup in a
  *     divergence is escaped; a run without the suite has no section;
@@ -47,6 +49,7 @@
 #define LOOSE_CELL "m0/f32/opencl/pocl"
 #define KNOWN_CELL "m0/q8_0/cpu/openblas"
 #define SKIP_CELL "m0/q8_0/reference/default"
+#define XPASS_CELL "m0/q4_0/cpu/blis"
 
 static int count(const char *hay, const char *needle)
 {
@@ -78,10 +81,12 @@ static made make_db(int n)
     ck_assert_str_eq(fx_status(1, 1), "fail");
     ck_assert_str_eq(fx_status(3, 1), "pass");
     ck_assert_str_eq(fx_status(5, 1), "xfail");
+    ck_assert_str_eq(fx_status(10, 1), "xpass");
     ck_assert_int_eq(fx_add_structured(db, m.run, PASS_CELL, FX_SC_PASS), 0);
     ck_assert_int_eq(fx_add_structured(db, m.run, FAIL_CELL, FX_SC_FAIL), 0);
     ck_assert_int_eq(fx_add_structured(db, m.run, LOOSE_CELL, FX_SC_LOOSE), 0);
     ck_assert_int_eq(fx_add_structured(db, m.run, KNOWN_CELL, FX_SC_KNOWN), 0);
+    ck_assert_int_eq(fx_add_structured(db, m.run, XPASS_CELL, FX_SC_KNOWN), 0);
     ck_assert_int_eq(fx_add_structured(db, m.run, SKIP_CELL, FX_SC_SKIP), 0);
     sqlite3_stmt *st;
     ck_assert_int_eq(sqlite3_prepare_v2(gt_db_sqlite(db),
@@ -164,6 +169,8 @@ START_TEST(structured_part_in_html)
     ck_assert_ptr_nonnull(s.stream);
     ck_assert_str_eq(gt_report_structured_verdict(&s, true), "xfail");
     ck_assert_str_eq(gt_report_structured_verdict(&s, false), "pass");
+    ck_assert_int_eq(gt_report_structured(gt_report_find(r, XPASS_CELL), &s), 0);
+    ck_assert(s.known);
 
     /* The skip of a cell the tier leaves out, and a cell without any
      * structured rows: not run, nothing to show. */
@@ -190,7 +197,7 @@ START_TEST(structured_part_in_html)
     ck_assert_ptr_nonnull(h);
     ck_assert_ptr_nonnull(strstr(h, "<section id=\"structured\"><h2>Structured output</h2>"));
     ck_assert_ptr_nonnull(strstr(h, "<a href=\"#structured\">Structured output</a>"));
-    ck_assert_int_eq(count(h, "<tr class=\"sc\" id=\"sc-c"), 4);
+    ck_assert_int_eq(count(h, "<tr class=\"sc\" id=\"sc-c"), 5);
     char skip_row[64];
     snprintf(skip_row, sizeof skip_row, "id=\"sc-c%lld\"", (long long)skip_id);
     ck_assert_ptr_null(strstr(h, skip_row));
@@ -256,6 +263,7 @@ START_TEST(structured_part_in_html)
     ck_assert_ptr_nonnull(strstr(md, "| `m0/f32/opencl/pocl` | ✓ 5 / 5 | ✓ 3 / 5 | ✓ 3 / 3 |"));
     ck_assert_ptr_nonnull(strstr(md, "| `m0/q8\\_0/cpu/openblas` | ⊘ 4 / 5 (known) | ⊘ 3 / 5 "
                                      "(known) | ⊘ 2 / 3 (known) | tool\\_call |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| `m0/q4\\_0/cpu/blis` | ⊘ 4 / 5 (known) | "));
     ck_assert_ptr_null(strstr(md, "| `m0/q8\\_0/reference/default` | "));
     free(md);
 
@@ -291,7 +299,8 @@ START_TEST(structured_part_from_the_suite)
                "\"threads\": 2, \"seed\": 1}, \"models\": [{\"id\": \"synth-tiny\", \"synth\": "
                "{\"preset\": \"tiny\", \"seed\": 1}}], \"quants\": [\"f32\"], \"backends\": "
                "[\"reference\", \"cpu\"], \"tiers\": {\"t\": {\"suites\": [\"structured\"], "
-               "\"settings\": {\"structured\": {\"max_tokens\": 160}}}}, \"default_tier\": \"t\"}\n",
+               "\"settings\": {\"structured\": {\"max_tokens\": 160}}}}, "
+               "\"default_tier\": \"t\"}\n",
             up);
     fclose(f);
     /* exit 1: the noised cpu cell fails its agreement, as it must */
