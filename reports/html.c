@@ -13,7 +13,8 @@
  *      plain words;
  *   5. environment: every backend, device, driver and version seen, and
  *      each model's architecture;
- *   6. accuracy and performance across cells;
+ *   6. accuracy and performance across cells, then the long and structured
+ *      suites' parts (html_long.c, html_structured.c);
  *   7. provenance: every file the run used, its source, license and how it
  *      was derived (html_provenance.c);
  *   8. each cell's details: every check and metric with value, tolerance
@@ -448,6 +449,8 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
           f);
     if (gt_html_any_long(r))
         fputs("<a href=\"#long\">Long context</a>", f);
+    if (gt_html_any_structured(r))
+        fputs("<a href=\"#structured\">Structured output</a>", f);
     fputs("<a href=\"#headroom\">Headroom</a><a href=\"#provenance\">Provenance</a>"
           "<a href=\"#cells\">Cell details</a></nav>\n",
           f);
@@ -484,6 +487,7 @@ int gt_report_html(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_err *e
     gt_html_performance(f, r);
     fputs("</section>\n", f);
     gt_html_long(f, r);
+    gt_html_structured(f, r);
     fputs("<section id=\"headroom\"><h2>Headroom of the bounds</h2>\n", f);
     gt_html_headroom(f, r);
     fputs("</section>\n", f);

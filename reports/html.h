@@ -3,7 +3,8 @@
  * html.c writes the document, its header, baseline changes, limitations
  * and environment; html_grid.c badges, links and the legend; html_charts.c
  * the placeholders of the metric tables and charts; html_long.c the long
- * suite's passkeys, drift curve and K/V memory; html_data.c the data
+ * suite's passkeys, drift curve and K/V memory; html_structured.c the
+ * structured suite's validity, agreement and refusals; html_data.c the data
  * block; html_lazy.c the script that draws from it; html_provenance.c the
  * provenance and history sections; html_assets.c the CSS. */
 #ifndef GT_HTML_H
@@ -32,6 +33,10 @@ void gt_html_performance(FILE *f, const gt_rep_run *r);
  * long suite, id "long-c<cells.id>"; nothing when no cell did. */
 void gt_html_long(FILE *f, const gt_rep_run *r);
 bool gt_html_any_long(const gt_rep_run *r);
+/* The "Structured output" section (html_structured.c): a row per cell that
+ * ran the structured suite, id "sc-c<cells.id>"; nothing when no cell did. */
+void gt_html_structured(FILE *f, const gt_rep_run *r);
+bool gt_html_any_structured(const gt_rep_run *r);
 /* The headroom section's table (headroom.c). */
 void gt_html_headroom(FILE *f, const gt_rep_run *r);
 

@@ -7,7 +7,8 @@
  *   - the performance charts for the models on the grid's page;
  *   - the metric tables, sorted on the data and shown 200 rows at a time;
  *   - the cell list, 200 folded cells a page, each cell's checks, metrics,
- *     history, long-context part (a copy of its #long-c<id> markup) and
+ *     history, long-context part (a copy of its #long-c<id> markup),
+ *     structured-output row (a copy of #sc-c<id> under its table's head) and
  *     log built the first time it is opened;
  *   - a cell named by the address (#c<id> or #cell-<cell_id>), opened.
  * Status filters and the cell-id search re-render only the current pages,
@@ -73,6 +74,9 @@ const char gt_html_js[] =
     " if(!ck.length&&!mt.length)d.appendChild(h('p',{'class':'sub'},'No checks or metrics were recorded for this cell.'));\n"
     "/* The long suite's part (html_long.c writes it once, in #long): copied here. */\n"
     " var lg=document.getElementById('long-c'+c[0]);if(lg){d.appendChild(h('h3',null,'Long context'));var lc=lg.cloneNode(true);lc.removeAttribute('id');d.appendChild(lc);}\n"
+    "/* The structured suite's row (html_structured.c, in #structured): copied under its table's head. */\n"
+    " var sr=document.getElementById('sc-c'+c[0]);if(sr){var st0=sr.parentNode.parentNode,nt=h('table',{'class':st0.getAttribute('class')}),nb=h('tbody'),rc=sr.cloneNode(true);\n"
+    "  rc.removeAttribute('id');nt.appendChild(st0.tHead.cloneNode(true));nb.appendChild(rc);nt.appendChild(nb);d.appendChild(h('h3',null,'Structured output'));d.appendChild(nt);}\n"
     " if(S[c[16]]&&att){d.appendChild(h('h3',null,'Log (tail)'));d.appendChild(h('pre',null,S[c[16]]));}}\n"
     "function details(i){var c=C[i],d=h('details',{'class':'cell',id:'c'+c[0],'data-st':st(c)}),sm=h('summary');\n"
     " sm.appendChild(badge(st(c)));sm.appendChild(document.createTextNode(' '));sm.appendChild(h('span',{'class':'mono'},S[c[1]]));\n"

@@ -248,6 +248,56 @@ static void long_section(FILE *f, const gt_rep_run *r)
     }
 }
 
+/* One line per cell that ran the structured suite: valid, same bytes as
+ * the reference, refused, each with its mark (xfail for a known
+ * deviation), and the cases that did not validate. The divergences and
+ * messages are the HTML report's. */
+static void structured_col(FILE *f, const gt_rep_structured *s, bool failed, int a, int b)
+{
+    const char *v = gt_report_structured_verdict(s, failed);
+    fprintf(f, " | %s %d / %d", gt_report_icon(v), a, b);
+    if (!strcmp(v, "xfail"))
+        fputs(" (known)", f);
+}
+
+static void structured_section(FILE *f, const gt_rep_run *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n && n <= MAX_LIST; i++) {
+        const gt_rep_cell *c = &r->cells[i];
+        gt_rep_structured s;
+        if (gt_report_structured(c, &s) != 0)
+            continue;
+        if (n++ == MAX_LIST) {
+            fputs("| … | | | | |\n", f);
+            break;
+        }
+        if (n == 1)
+            fputs("\n### Structured output\n\n| cell | valid | same bytes as reference | "
+                  "malformed refused | not valid |\n|---|---|---|---|---|\n",
+                  f);
+        fputs("| `", f);
+        md(f, c->cell_id, 200);
+        fputc('`', f);
+        if (s.n_cases || s.other_bad)
+            structured_col(f, &s, s.n_valid < s.n_cases || s.other_bad, s.n_valid, s.n_cases);
+        else
+            fputs(" | —", f);
+        if (s.agreement && s.n_answers >= 0)
+            structured_col(f, &s, strcmp(s.agreement->status, "pass") != 0, s.n_agree,
+                           s.n_answers);
+        else
+            fputs(" | —", f);
+        if (s.n_malformed)
+            structured_col(f, &s, s.n_refused < s.n_malformed, s.n_refused, s.n_malformed);
+        else
+            fputs(" | —", f);
+        fputs(" | ", f);
+        md(f, s.invalid[0] ? s.invalid : s.other_bad ? s.other_bad->name : "", 200);
+        fputs(" |\n", f);
+    }
+}
+
 static void provenance_section(FILE *f, const gt_rep_run *r)
 {
     if (!r->n_artifacts)
@@ -398,6 +448,7 @@ int gt_report_markdown(const gt_rep_run *r, const gt_rep_diff *d, FILE *f, gt_er
     if (lim > MAX_LIST)
         fprintf(f, "- … and %d more\n", lim - MAX_LIST);
     long_section(f, r);
+    structured_section(f, r);
     provenance_section(f, r);
     return 0;
 }

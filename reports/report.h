@@ -154,6 +154,34 @@ int gt_report_drift(const gt_rep_check *k, gt_rep_drift *out);
 /* Whether the cell ran the long suite (any check or point of suite "long"). */
 bool gt_report_has_long(const gt_rep_cell *c);
 
+/* ---- the structured suite's checks, summed up (structured.c) ---- */
+typedef struct gt_rep_structured {
+    int n_cases, n_valid;             /* valid_<case> checks, and those that passed */
+    char invalid[256];                /* the cases that did not validate, "a, b" */
+    const gt_rep_check *first_invalid; /* the first of them, or NULL */
+    const gt_rep_check *agreement;    /* the check "agreement", or NULL */
+    int n_agree, n_answers;           /* from its message; n_answers -1: it did not parse */
+    const char *divergence;           /* the first case that parted from the reference
+                                       * ("<case> parts at byte K: cell ... | reference ..."),
+                                       * divergence_len bytes of it; NULL when none did */
+    size_t divergence_len;
+    int n_malformed, n_refused;       /* refuse_<case> checks, and those that passed */
+    const gt_rep_check *first_unrefused; /* the first that did not pass, or NULL */
+    const gt_rep_check *stream;       /* http: the check "stream", or NULL */
+    const gt_rep_check *other_bad;    /* another failing check (answer_<case>, a suite error) */
+    const gt_rep_metric *valid_rate, *ref_agreement, *refused; /* NULL when not recorded */
+    int n_failed;                     /* structured checks that failed or errored */
+    bool known;  /* the cell is xfail or xpass: its failing structured checks were
+                  * expected to fail (structured.c says why) */
+} gt_rep_structured;
+/* 0 when the cell ran the structured suite (a structured check other than
+ * the skip of a cell the tier leaves out), -1 when not. */
+int gt_report_structured(const gt_rep_cell *c, gt_rep_structured *out);
+bool gt_report_has_structured(const gt_rep_cell *c);
+/* A column's verdict: "pass" when nothing in it failed, else "xfail" for a
+ * known deviation (s->known), else "fail". */
+const char *gt_report_structured_verdict(const gt_rep_structured *s, bool failed);
+
 /* Fills r->artifacts from the artifacts table (the files the run's cells
  * name by sha256) and the run's stored matrix (source, license). A database
  * without artifact rows yields none. 0, or -1 on a SQLite error. */

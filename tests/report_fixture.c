@@ -302,3 +302,89 @@ int fx_add_long(gt_db *db, int64_t run, const char *cell_id)
     rc |= metric(h, cell, 102, "long", "passkey_score", 8.0 / 9, "ratio", NULL, 0, "info", 1, 0);
     return rc ? -1 : 0;
 }
+
+/* The first divergence's cell side holds a quote, "; " and markup: the
+ * report must find where it ends and escape it. */
+#define SC_DIVERGENCES                                                                     \
+    "tool_call parts at byte 14: cell \"\"; <b>\"}\" | reference \"\"city\": \"Paris\"}\"; " \
+    "flat parts at byte 3: cell \"x\" | reference \"y\""
+
+int fx_add_structured(gt_db *db, int64_t run, const char *cell_id, int kind)
+{
+    sqlite3 *h = gt_db_sqlite(db);
+    sqlite3_stmt *st;
+    int64_t cell = 0;
+    if (sqlite3_prepare_v2(h, "SELECT id FROM cells WHERE run_id = ? AND cell_id = ?", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_text(st, 2, cell_id, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        cell = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (!cell) {
+        fprintf(stderr, "fixture: no cell %s in run %lld\n", cell_id, (long long)run);
+        return -1;
+    }
+    if (kind == FX_SC_SKIP)
+        return check(h, cell, 200, "structured", "structured", "skip",
+                     "skipped by the matrix: cell is not in this tier's structured cells");
+    static const char *const CASES[5] = {"flat", "enum_number", "array", "tool_call",
+                                         "nested_ref_anyof"};
+    int rc = 0, seq = 200, valid = 0, refused = 0;
+    for (int k = 0; k < 5; k++) {
+        /* FAIL: array is incomplete, tool_call does not validate; KNOWN: the
+         * server's tool_call does not validate */
+        bool ok = !((kind == FX_SC_FAIL && (k == 2 || k == 3)) || (kind == FX_SC_KNOWN && k == 3));
+        char name[48], msg[300];
+        snprintf(name, sizeof name, "valid_%s", CASES[k]);
+        if (ok)
+            snprintf(msg, sizeof msg, "{\"case\": \"%s\"}", CASES[k]);
+        else if (k == 2)
+            snprintf(msg, sizeof msg, "incomplete document (max_tokens reached): [1, 2, ");
+        else
+            snprintf(msg, sizeof msg, "'city' is a required property: {\"name\": \"<x>\"}");
+        valid += ok;
+        rc |= check(h, cell, seq++, "structured", name, ok ? "pass" : "fail", msg);
+    }
+    int agree = kind == FX_SC_PASS ? 5 : 3;
+    char msg[600];
+    snprintf(msg, sizeof msg, "%d/5 answers are the reference's bytes%s%s", agree,
+             agree < 5 ? ": " : "", agree < 5 ? SC_DIVERGENCES : "");
+    /* LOOSE: 3/5 against a bound of >= 0.4 passes (act-q8 cells) */
+    bool agree_ok = agree == 5 || kind == FX_SC_LOOSE;
+    rc |= check(h, cell, seq++, "structured", "agreement", agree_ok ? "pass" : "fail", msg);
+    static const char *const BAD[3][2] = {
+        {"pattern", "unsupported JSON Schema keyword \"pattern\" at /properties/x"},
+        {"dangling_ref", "$ref \"#/$defs/nowhere\" does not resolve"},
+        {"unknown_type", "unknown type \"strin\" at /properties/a"}};
+    for (int k = 0; k < 3; k++) {
+        /* FAIL: the unknown type compiles; KNOWN: the server answers pattern with 200 */
+        bool ok = !((kind == FX_SC_FAIL && k == 2) || (kind == FX_SC_KNOWN && k == 0));
+        char name[48], m[400];
+        snprintf(name, sizeof name, "refuse_%s", BAD[k][0]);
+        if (ok)
+            snprintf(m, sizeof m, "refused in 0.3 ms (deadline 2000), naming \"%s\": %s", BAD[k][0],
+                     BAD[k][1]);
+        else if (kind == FX_SC_KNOWN)
+            snprintf(m, sizeof m, "HTTP 200 (a 4xx naming \"%s\" expected), answered a schema no "
+                                  "one can follow: {\"choices\": []}",
+                     BAD[k][0]);
+        else
+            snprintf(m, sizeof m,
+                     "compiled a malformed schema (%s expected): {\"type\": \"strin\"}",
+                     BAD[k][0]);
+        refused += ok;
+        rc |= check(h, cell, seq++, "structured", name, ok ? "pass" : "fail", m);
+    }
+    if (kind == FX_SC_KNOWN)
+        rc |= check(h, cell, seq++, "structured", "stream", "pass",
+                    "case flat streamed: {\"case\": \"flat\"}");
+    rc |= metric(h, cell, 200, "structured", "valid_rate", valid / 5.0, "ratio", ">=", 1,
+                 valid == 5 ? "pass" : "fail", 1, 0);
+    rc |= metric(h, cell, 201, "structured", "ref_agreement", agree / 5.0, "ratio", ">=",
+                 kind == FX_SC_LOOSE ? 0.4 : 1, agree_ok ? "pass" : "fail", 1, 0);
+    rc |= metric(h, cell, 202, "structured", "refused", refused / 3.0, "ratio", ">=", 1,
+                 refused == 3 ? "pass" : "fail", 1, 0);
+    return rc ? -1 : 0;
+}

@@ -47,6 +47,23 @@ int fx_add_long(gt_db *db, int64_t run, const char *cell_id);
 #define FX_LONG_DRIFT_DRAWN 47
 #define FX_LONG_ODD_ANSWER "4821\\\"3 <b>" /* JSON-escaped in the message */
 
+/* Adds what the structured suite records to cell cell_id of run (results
+ * valid_<case> for its 5 cases, agreement, refuse_<case> for 3 malformed
+ * schemas; metrics valid_rate, ref_agreement, refused), as
+ * suites/structured_common.c words them:
+ *   FX_SC_PASS   every answer valid and the reference's, all refused;
+ *   FX_SC_LOOSE  all valid and refused, 3/5 agree against a bound >= 0.4
+ *                (as act-q8 cells), so agreement passes with divergences;
+ *   FX_SC_FAIL   array incomplete, tool_call invalid, 3/5 agree (bound 1),
+ *                unknown_type compiled;
+ *   FX_SC_KNOWN  a server's: tool_call invalid, 3/5 agree, pattern answered
+ *                200, and a stream check; for an xfail cell;
+ *   FX_SC_SKIP   only the skip check of a cell the tier leaves out.
+ * The divergences' first cell side holds a quote, "; " and "<b>".
+ * 0 ok, -1 (printed) on an SQL error. */
+enum { FX_SC_PASS, FX_SC_LOOSE, FX_SC_FAIL, FX_SC_KNOWN, FX_SC_SKIP };
+int fx_add_structured(gt_db *db, int64_t run, const char *cell_id, int kind);
+
 /* The log injected into crash cells (to check escaping). */
 #define FX_EVIL_LOG "segfault <script>alert(1)</script> & \"quotes\" \x01\xff\xfe end"
 
