@@ -125,7 +125,7 @@ END_TEST
 /* The integer GEMM (cpu_igemm*.c, act=q8 with a batch) on every ISA this
  * CPU has, forced with GT_CPU_ISA. GT_CPU_BLAS_MIN_BATCH=1 sends every
  * MUL_MAT batch to it, so batches 1, 2 and 7 (all rows in the ragged tail
- * of the kernels' row tiles), 21 (two tiles and a tail), 64 and 512, and
+ * of the kernels' row tiles), 21 and 37 (whole tiles and a tail), 64 and 512, and
  * every n_out that is not a multiple of the 16-row panels take it. Each
  * case is held to opcheck's threshold for quantized weights (5e-4); beyond
  * that the pooled NMSE of each type's cases (sum of squared errors over
@@ -134,8 +134,9 @@ END_TEST
  * e.g. q8_0 alone with seed 7, hence seed 1, test-ops' default) must
  * stay near what the activations' 8-bit rounding alone costs, uniform
  * with step amax/127: ~step^2/12 of the signal. Measured pooled NMSE (seed
- * 7, this AMD EPYC, identical on scalar, avx2 and avx512 since the integer
- * sums are exact): q8_0 2.9e-5, q4_0 2.9e-5, q4_k 2.9e-5. The bound, 5e-5,
+ * 1, this AMD EPYC, identical on scalar, avx2 and avx512 since the integer
+ * sums are exact): q8_0, q4_0, q4_1 2.86e-5; q5_0, q5_1, iq4_nl 2.87e-5;
+ * q4_k, q5_k 2.84e-5 (the types share inputs per case). The bound, 5e-5,
  * leaves ~1.7x; a wrong scale, nibble order, min or panel offset gives
  * >= 1e-2, and the f32 path's ~1e-14 fails the lower bound. */
 #define IGEMM_NMSE 5e-5
@@ -143,7 +144,8 @@ END_TEST
 START_TEST(conformance_igemm_every_isa)
 {
     const char *isas[] = {"scalar", "avx2", "avx512"};
-    const gt_type types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_K};
+    const gt_type types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1, GT_TYPE_Q5_0,
+                             GT_TYPE_Q5_1, GT_TYPE_IQ4_NL, GT_TYPE_Q4_K, GT_TYPE_Q5_K};
     for (int i = 0; i < 3; i++) {
         setenv("GT_CPU_ACT", "q8", 1);
         setenv("GT_CPU_ISA", isas[i], 1);
@@ -161,7 +163,7 @@ START_TEST(conformance_igemm_every_isa)
             continue;
         }
         gt_backend *ref = open_backend("reference", 0, NULL);
-        for (int t = 0; t < 3; t++) {
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             opcheck_opts o = {.op = GT_OP_MUL_MAT, .type = (int)types[t], .seed = 1, .out = stdout,
                               .failures_only = true};
             opcheck_counts c = {0};

@@ -74,7 +74,8 @@ typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
  * consecutive weights of each of the 16 rows (VNNI's operand shape):
  *   q[g][r][j] = weight 4g+j of row r, plus 128 (so every type's weights
  *                are unsigned bytes; the kernels take the 128 off again)
- *   w(r, e)    = d[r] * (q - 128) - m[r]  (m: Q4_K's mins; 0 for Q8_0/Q4_0)
+ *   w(r, e)    = d[r] * (q - 128) - m[r]  (m: the K-quants' mins, minus
+ *                Q4_1/Q5_1's offsets, 0 for the types without)
  * Rows past the matrix's end are zero (q = 128, d = m = 0). */
 #define GT_CPU_IG_ROWS 16
 typedef struct gt_cpu_ig_block {

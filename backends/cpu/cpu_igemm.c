@@ -29,7 +29,8 @@
  * act=q8 dot path makes (test_cpu.c measures the NMSE per type and ISA).
  *
  * Which nodes: act=q8, a weight type with a repacker below (Q8_0, Q4_0,
- * Q4_K), and at least blas_min_batch activation rows (the batch size from
+ * Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K: every type whose scales are per 32
+ * weights; Q2_K, Q3_K and Q6_K scale 16 and keep BLAS), and at least blas_min_batch activation rows (the batch size from
  * which the f32 profile goes to BLAS). Smaller batches keep the dot path,
  * where repacking would not pay. */
 #include "cpu.h"
@@ -71,6 +72,67 @@ static void repack_q4_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
     }
 }
 
+/* Q4_1 and Q5_1: w = d*q + m, so m enters as -m (w = d*q - m_ig). */
+static void repack_q4_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q4_1 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 16; e++) {
+            put(&out[b], r, e, x[b].qs[e] & 0x0F);
+            put(&out[b], r, e + 16, x[b].qs[e] >> 4);
+        }
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+    }
+}
+
+/* Element e of a Q5 block: nibble plus the fifth bit from qh. */
+static inline int q5(const uint8_t qs[16], uint32_t qh, int e)
+{
+    const int nib = e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4;
+    return nib | (int)(((qh >> e) & 1) << 4);
+}
+
+static void repack_q5_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_0 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, sizeof qh);
+        for (int e = 0; e < 32; e++)
+            put(&out[b], r, e, q5(x[b].qs, qh, e) - 16);
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
+static void repack_q5_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_1 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, sizeof qh);
+        for (int e = 0; e < 32; e++)
+            put(&out[b], r, e, q5(x[b].qs, qh, e));
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+    }
+}
+
+/* IQ4_NL: the nibble indexes the 16 int8 levels. */
+static void repack_iq4_nl(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_iq4_nl *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 16; e++) {
+            put(&out[b], r, e, gt_iq4nl_levels[x[b].qs[e] & 0x0F]);
+            put(&out[b], r, e + 16, gt_iq4nl_levels[x[b].qs[e] >> 4]);
+        }
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
 /* Q4_K: sub-block s of super-block i is panel block 8i+s, scale d*sc and
  * min dmin*m as gt_dequantize_q4_K rounds them. */
 static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
@@ -91,6 +153,25 @@ static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
     }
 }
 
+/* Q5_K: Q4_K's layout plus a fifth bit per weight, bit s of qh[e]. */
+static void repack_q5_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_K *x = row;
+    for (int64_t i = 0; i < nb / 8; i++) {
+        const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
+        for (int s = 0; s < 8; s++) {
+            gt_cpu_ig_block *b = &out[8 * i + s];
+            uint8_t sc, m;
+            gt_k_scale_min(x[i].scales, s, &sc, &m);
+            const uint8_t *q = x[i].qs + 32 * (s / 2);
+            for (int e = 0; e < 32; e++)
+                put(b, r, e, ((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 16 * ((x[i].qh[e] >> s) & 1));
+            b->d[r] = d * (float)sc;
+            b->m[r] = dmin * (float)m;
+        }
+    }
+}
+
 typedef void (*repack_fn)(const void *row, int r, int64_t nb, gt_cpu_ig_block *out);
 
 static repack_fn repacker(gt_type t)
@@ -98,7 +179,12 @@ static repack_fn repacker(gt_type t)
     switch (t) {
     case GT_TYPE_Q8_0: return repack_q8_0;
     case GT_TYPE_Q4_0: return repack_q4_0;
+    case GT_TYPE_Q4_1: return repack_q4_1;
+    case GT_TYPE_Q5_0: return repack_q5_0;
+    case GT_TYPE_Q5_1: return repack_q5_1;
+    case GT_TYPE_IQ4_NL: return repack_iq4_nl;
     case GT_TYPE_Q4_K: return repack_q4_K;
+    case GT_TYPE_Q5_K: return repack_q5_K;
     default: return NULL;
     }
 }

@@ -31,7 +31,10 @@
  * are sized for one per thread (up to TILE_BYTES): every sgemm call packs
  * the whole activation matrix again, and measured prefill (SmolLM2 Q8_0,
  * pp512) ran ~10% slower with two tiles per thread and ~20% with four.
- * F32 weights go to sgemm in place, no copy at all. */
+ * F32 weights go to sgemm in place, no copy at all.
+ *
+ * With act=q8, the batches that would go to BLAS take the integer GEMM
+ * instead where the weight type has one (cpu_igemm.c). */
 #include "cpu.h"
 
 #include <string.h>
