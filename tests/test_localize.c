@@ -333,6 +333,30 @@ START_TEST(qualify_records_the_divergence)
 }
 END_TEST
 
+/* A mixture of experts: its router's chosen expert ids are I32 nodes,
+ * compared as the integers they hold (an error before 2026-12-07, which
+ * turned every failed MoE cell's localizer into an error). The ids agree,
+ * so the clean run names no divergence. */
+START_TEST(moe_expert_ids_are_compared)
+{
+    const char *moe = gt_test_tmp("moe.gguf");
+    ck_assert_int_eq(gt_test_sh("%s synth %s --preset qwen3moe-tiny --seed 1 --type q8_0"
+                                " >/dev/null 2>&1",
+                                GAUNTLET, moe),
+                     0);
+    const char *out = gt_test_tmp("moe.txt");
+    int rc = gt_test_sh("%s compare -m %s --a reference --b cpu --localize -p " PROMPT
+                        " > %s 2>&1",
+                        GAUNTLET, moe, out);
+    char *text = gt_test_slurp(out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, text ? text : "");
+    ck_assert_msg(strstr(text, "ffn_moe_topk") && strstr(text, "no node beyond tolerance"), "%s",
+                  text);
+    free(text);
+    remove(moe);
+}
+END_TEST
+
 static bool opencl_usable(char *why, size_t cap)
 {
     const char *log = gt_test_tmp("probe.txt");
@@ -358,6 +382,7 @@ int main(void)
     tcase_add_test(t, pos_wrap_localized_passkey);
     tcase_add_test(t, length_usage_errors);
     tcase_add_test(t, qualify_records_the_divergence);
+    tcase_add_test(t, moe_expert_ids_are_compared);
     char why[600];
     const bool ocl = opencl_usable(why, sizeof why);
     const char *ci = getenv("CI");

@@ -183,18 +183,21 @@ static void diff(const float *a, const float *b, size_t n, double *nmse, double 
     *cosine = sa > 0 && sb > 0 ? ab / sqrt(sa * sb) : (sa == sb ? 1 : 0);
 }
 
-/* A node's values as floats (an F16 node widened, exactly). */
+/* A node's values as floats: an F16 node widened exactly, an I32 node (a
+ * mixture of experts' chosen expert ids) as the integers it holds, so a
+ * routing that picks another expert shows as a difference, not an error. */
 static int read_floats(gt_session *s, const gt_tensor *t, float *dst, gt_err *err)
 {
-    if (t->type != GT_TYPE_F16)
+    if (t->type == GT_TYPE_F32)
         return gt_session_read_tensor(s, t, dst, err);
     const size_t n = (size_t)(t->ne[0] * t->ne[1]);
-    uint16_t *h = malloc(n ? n * sizeof *h : 1);
+    const bool f16 = t->type == GT_TYPE_F16;
+    void *h = malloc(n ? n * (f16 ? sizeof(uint16_t) : sizeof(int32_t)) : 1);
     if (!h)
         return gt_err_set(err, "out of memory reading %s", t->name);
     const int rc = gt_session_read_tensor(s, t, h, err);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        dst[i] = gt_f16_to_f32(h[i]);
+        dst[i] = f16 ? gt_f16_to_f32(((const uint16_t *)h)[i]) : (float)((const int32_t *)h)[i];
     free(h);
     return rc;
 }
@@ -203,12 +206,14 @@ static int after(void *user, gt_session *s, const gt_graph *g, int first, int la
 {
     pass *p = user;
     const gt_tensor *t = g->nodes[last];
-    /* F16 nodes (the rows a KV_STORE wrote into an F16 cache) are captured
-     * and compared as the floats they hold. */
-    const bool f16 = t->type == GT_TYPE_F16;
-    const size_t bytes = f16 ? (size_t)(t->ne[0] * t->ne[1]) * sizeof(float) : gt_tensor_bytes(t);
-    if (t->type != GT_TYPE_F32 && !f16)
-        return gt_err_set(err, "node %s is %s, not f32", t->name, gt_type_name(t->type));
+    /* F16 nodes (the rows a KV_STORE wrote into an F16 cache) and I32 nodes
+     * (expert ids) are captured and compared as the floats they hold. */
+    const bool widened = t->type == GT_TYPE_F16 || t->type == GT_TYPE_I32;
+    const size_t bytes =
+        widened ? (size_t)(t->ne[0] * t->ne[1]) * sizeof(float) : gt_tensor_bytes(t);
+    if (t->type != GT_TYPE_F32 && !widened)
+        return gt_err_set(err, "node %s is %s: the localizer compares f32, f16 and i32 nodes",
+                          t->name, gt_type_name(t->type));
     if (p->mode == 0) {
         if (grow(p->a, g->n_nodes, err) != 0)
             return -1;
