@@ -127,9 +127,9 @@ static int check_refusals(gt_suite_ctx *c, const gt_hc *t, const gt_sc_set *s, i
         if (r.status >= 400 && r.status < 500) {
             const bool named = strstr(r.body, k->mentions) != NULL;
             ok = named && r.total_s * 1e3 <= deadline_ms;
-            snprintf(how, sizeof how, "HTTP %ld in %.0f ms (deadline %.0f), %snaming \"%s\": %.200s",
-                     r.status, r.total_s * 1e3, deadline_ms, named ? "" : "NOT ", k->mentions,
-                     r.body);
+            snprintf(how, sizeof how,
+                     "HTTP %ld in %.0f ms (deadline %.0f), %snaming \"%s\": %.200s", r.status,
+                     r.total_s * 1e3, deadline_ms, named ? "" : "NOT ", k->mentions, r.body);
         } else if (r.status == 200 && k->unsupported) {
             cJSON *o = cJSON_Parse(r.body);
             const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
@@ -185,7 +185,7 @@ int gt_structured_run_http(gt_suite_ctx *c, gt_err *err)
     int32_t *ids[GT_SC_MAX_CASES] = {0};
     int n_ids[GT_SC_MAX_CASES] = {0};
     gt_sc_answer ref[GT_SC_MAX_CASES] = {0};
-    char *docs[GT_SC_MAX_CASES] = {0}, *ref_docs[GT_SC_MAX_CASES] = {0};
+    char *docs[GT_SC_MAX_CASES] = {0};
     bool complete[GT_SC_MAX_CASES] = {0};
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -221,25 +221,10 @@ int gt_structured_run_http(gt_suite_ctx *c, gt_err *err)
     bool cached = false;
     if (rc == 0)
         rc = gt_sc_reference(c, m, &s, ids, n_ids, max_tokens, NULL, ref, &cached, err);
-    for (int i = 0; i < n && rc == 0; i++)
-        if (!(ref_docs[i] = gt_sc_text(m, ref[i].tokens, ref[i].n)))
-            rc = gt_err_set(err, "out of memory");
-    bool valid[GT_SC_MAX_CASES] = {0};
-    char why[GT_SC_MAX_CASES][256];
-    if (rc == 0 && gt_sc_validate(c, s.cases, n, docs, valid, why, err) != 0)
+    gt_sc_tally tally;
+    if (rc == 0 && gt_sc_judge(c, m, &s, docs, complete, NULL, ref, &tally, err) != 0)
         rc = -1;
     if (rc == 0) {
-        int n_valid = 0, n_agree = 0;
-        char divergences[1500] = "";
-        for (int i = 0; i < n; i++) {
-            const bool agree = ref[i].complete && complete[i] && strcmp(docs[i], ref_docs[i]) == 0;
-            gt_sc_report_valid(c, &s.cases[i], docs[i], complete[i], valid[i], why[i]);
-            if (!agree)
-                gt_sc_divergence(&s.cases[i], docs[i], ref_docs[i], divergences,
-                                 sizeof divergences);
-            n_valid += complete[i] && valid[i];
-            n_agree += agree;
-        }
         char swhy[300] = "";
         char *streamed = stream_text(&t, &s.cases[0], max_tokens, swhy, sizeof swhy);
         if (!streamed)
@@ -252,12 +237,11 @@ int gt_structured_run_http(gt_suite_ctx *c, gt_err *err)
         free(streamed);
         gt_suite_log(c, "structured: %d cases, reference %s", n, cached ? "cached" : "computed");
         const int n_refused = check_refusals(c, &t, &s, max_tokens);
-        gt_sc_report_totals(c, n, n_valid, n_agree, divergences, s.n_malformed, n_refused);
+        gt_sc_report_totals(c, n, &tally, s.n_malformed, n_refused);
     }
     for (int i = 0; i < n; i++) {
         free(ids[i]);
         free(docs[i]);
-        free(ref_docs[i]);
         free(ref[i].tokens);
     }
     gt_sc_free(&s);

@@ -100,7 +100,7 @@ static int structured_run(gt_suite_ctx *c, gt_err *err)
     int32_t *ids[GT_SC_MAX_CASES] = {0};
     int n_ids[GT_SC_MAX_CASES] = {0}, longest = 0;
     gt_sc_answer own[GT_SC_MAX_CASES] = {0}, ref[GT_SC_MAX_CASES] = {0};
-    char *docs[GT_SC_MAX_CASES] = {0}, *ref_docs[GT_SC_MAX_CASES] = {0};
+    char *docs[GT_SC_MAX_CASES] = {0};
     gt_session *sess = NULL;
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -138,36 +138,20 @@ static int structured_run(gt_suite_ctx *c, gt_err *err)
     if (rc == 0)
         rc = gt_sc_reference(c, m, &s, ids, n_ids, max_tokens, is_ref ? own : NULL, ref,
                              &cached, err);
-    for (int i = 0; i < n && rc == 0; i++)
-        if (!(ref_docs[i] = gt_sc_text(m, ref[i].tokens, ref[i].n)))
-            rc = gt_err_set(err, "out of memory");
-    bool valid[GT_SC_MAX_CASES] = {0};
-    char why[GT_SC_MAX_CASES][256];
-    if (rc == 0 && gt_sc_validate(c, s.cases, n, docs, valid, why, err) != 0)
+    bool complete[GT_SC_MAX_CASES] = {0};
+    for (int i = 0; i < n; i++)
+        complete[i] = own[i].complete;
+    gt_sc_tally tally;
+    if (rc == 0 && gt_sc_judge(c, m, &s, docs, complete, own, ref, &tally, err) != 0)
         rc = -1;
     if (rc == 0) {
-        int n_valid = 0, n_agree = 0;
-        char divergences[1500] = "";
-        for (int i = 0; i < n; i++) {
-            const bool agree = own[i].n == ref[i].n && own[i].complete == ref[i].complete &&
-                               memcmp(own[i].tokens, ref[i].tokens,
-                                      (size_t)own[i].n * sizeof *own[i].tokens) == 0;
-            const bool ok = own[i].complete && valid[i];
-            gt_sc_report_valid(c, &s.cases[i], docs[i], own[i].complete, valid[i], why[i]);
-            if (!agree)
-                gt_sc_divergence(&s.cases[i], docs[i], ref_docs[i], divergences,
-                                 sizeof divergences);
-            n_valid += ok;
-            n_agree += agree;
-        }
         gt_suite_log(c, "structured: %d cases, reference %s", n, cached ? "cached" : "computed");
         const int n_refused = check_refusals(c, m, &s);
-        gt_sc_report_totals(c, n, n_valid, n_agree, divergences, s.n_malformed, n_refused);
+        gt_sc_report_totals(c, n, &tally, s.n_malformed, n_refused);
     }
     for (int i = 0; i < n; i++) {
         free(ids[i]);
         free(docs[i]);
-        free(ref_docs[i]);
     }
     free_answers(own, n);
     free_answers(ref, n);

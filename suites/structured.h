@@ -77,15 +77,21 @@ int gt_sc_reference(gt_suite_ctx *c, const gt_model *m, const gt_sc_set *s,
 int gt_sc_validate(const gt_suite_ctx *c, const gt_sc_case *cases, int n, char *const *docs,
                    bool *valid, char (*why)[256], gt_err *err);
 
-/* The checks and metrics every variant reports: valid_<case> for case k;
- * the divergence of a case from the reference appended to out (for the
- * agreement check's message); at the end valid_rate, ref_agreement with
- * its check "agreement", and refused. */
-void gt_sc_report_valid(gt_suite_ctx *c, const gt_sc_case *k, const char *doc, bool complete,
-                        bool valid, const char *why);
-void gt_sc_divergence(const gt_sc_case *k, const char *doc, const char *ref_doc, char *out,
-                      size_t cap);
-void gt_sc_report_totals(gt_suite_ctx *c, int n_cases, int n_valid, int n_agree,
-                         const char *divergences, int n_malformed, int n_refused);
+typedef struct gt_sc_tally {
+    int n_valid, n_agree;
+    char divergences[1500]; /* where answers parted from the reference's */
+} gt_sc_tally;
+
+/* Judges every case's answer: validity (the validator, on docs[i] and
+ * complete[i]) and agreement with ref (by tokens when own is given, else
+ * by bytes), reporting valid_<case> and tallying both. -1 with err when
+ * the validator could not judge. */
+int gt_sc_judge(gt_suite_ctx *c, const gt_model *m, const gt_sc_set *s, char *const *docs,
+                const bool *complete, const gt_sc_answer *own, const gt_sc_answer *ref,
+                gt_sc_tally *out, gt_err *err);
+/* At the end: valid_rate, ref_agreement with its check "agreement" (the
+ * metric's verdict, naming where answers parted), and refused. */
+void gt_sc_report_totals(gt_suite_ctx *c, int n_cases, const gt_sc_tally *t, int n_malformed,
+                         int n_refused);
 
 #endif

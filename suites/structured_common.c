@@ -418,8 +418,9 @@ int gt_sc_validate(const gt_suite_ctx *c, const gt_sc_case *cases, int n, char *
     return rc;
 }
 
-void gt_sc_report_valid(gt_suite_ctx *c, const gt_sc_case *k, const char *doc, bool complete,
-                        bool valid, const char *why)
+/* valid_<case>: complete, and the validator accepts it. */
+static void report_valid(gt_suite_ctx *c, const gt_sc_case *k, const char *doc, bool complete,
+                         bool valid, const char *why)
 {
     char name[96];
     snprintf(name, sizeof name, "valid_%s", k->name);
@@ -429,8 +430,9 @@ void gt_sc_report_valid(gt_suite_ctx *c, const gt_sc_case *k, const char *doc, b
         gt_suite_check(c, name, valid, "%s%s%.200s", valid ? "" : why, valid ? "" : ": ", doc);
 }
 
-void gt_sc_divergence(const gt_sc_case *k, const char *doc, const char *ref_doc, char *out,
-                      size_t cap)
+/* Where case k's answer parted from the reference's, appended to out. */
+static void divergence(const gt_sc_case *k, const char *doc, const char *ref_doc, char *out,
+                       size_t cap)
 {
     size_t d = 0;
     while (doc[d] && doc[d] == ref_doc[d])
@@ -440,9 +442,11 @@ void gt_sc_divergence(const gt_sc_case *k, const char *doc, const char *ref_doc,
              len ? "; " : "", k->name, d, doc + d, ref_doc + d);
 }
 
-void gt_sc_report_totals(gt_suite_ctx *c, int n_cases, int n_valid, int n_agree,
-                         const char *divergences, int n_malformed, int n_refused)
+void gt_sc_report_totals(gt_suite_ctx *c, int n_cases, const gt_sc_tally *t, int n_malformed,
+                         int n_refused)
 {
+    const int n_valid = t->n_valid, n_agree = t->n_agree;
+    const char *divergences = t->divergences;
     gt_suite_metric(c, "valid_rate", n_cases ? (double)n_valid / n_cases : 0);
     /* One judgment: the metric against the cell's bound (a matrix may
      * loosen it where 8-bit activations flip near-ties), and the check
@@ -455,4 +459,38 @@ void gt_sc_report_totals(gt_suite_ctx *c, int n_cases, int n_valid, int n_agree,
                     divergences[0] ? ": " : "", divergences);
     if (n_malformed)
         gt_suite_metric(c, "refused", (double)n_refused / n_malformed);
+}
+
+int gt_sc_judge(gt_suite_ctx *c, const gt_model *m, const gt_sc_set *s, char *const *docs,
+                const bool *complete, const gt_sc_answer *own, const gt_sc_answer *ref,
+                gt_sc_tally *out, gt_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const int n = s->n_cases;
+    char *ref_docs[GT_SC_MAX_CASES] = {0};
+    bool valid[GT_SC_MAX_CASES] = {0};
+    char why[GT_SC_MAX_CASES][256];
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!(ref_docs[i] = gt_sc_text(m, ref[i].tokens, ref[i].n)))
+            rc = gt_err_set(err, "out of memory");
+    if (rc == 0 && gt_sc_validate(c, s->cases, n, docs, valid, why, err) != 0)
+        rc = -1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        /* a backend by its tokens; a server, whose tokens never cross the
+         * wire, by its bytes */
+        const size_t bytes = own ? (size_t)own[i].n * sizeof *own[i].tokens : 0;
+        const bool agree = own ? own[i].n == ref[i].n && own[i].complete == ref[i].complete &&
+                                     memcmp(own[i].tokens, ref[i].tokens, bytes) == 0
+                               : ref[i].complete && complete[i] && !strcmp(docs[i], ref_docs[i]);
+        report_valid(c, &s->cases[i], docs[i], complete[i], valid[i], why[i]);
+        if (!agree)
+            divergence(&s->cases[i], docs[i], ref_docs[i], out->divergences,
+                       sizeof out->divergences);
+        out->n_valid += complete[i] && valid[i];
+        out->n_agree += agree;
+    }
+    for (int i = 0; i < n; i++)
+        free(ref_docs[i]);
+    return rc;
 }
