@@ -62,7 +62,10 @@ START_TEST(peer_matrix_qualifies)
     /* Printed, not asserted: 123 s on the idle 2-core VM (the issue's 5
      * minutes), longer on a loaded one. */
     printf("matrices/peer.json: %.1f s\n", now() - t0);
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    /* the end of the output: the gate's FAIL lines (Check's messages are
+     * bounded, and the whole run's output is not) */
+    const size_t len = strlen(g_out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out + (len > 3000 ? len - 3000 : 0));
     sqlite3 *h = db_open("peer.sqlite");
     ck_assert_str_eq(q_text(h, "SELECT backend || ' ' || status FROM cells ORDER BY idx"),
                      "llama-server xfail\nserve-cpu pass\nllama-server-chat xfail\n"
@@ -86,7 +89,10 @@ START_TEST(peer_matrix_qualifies)
                               " WHERE c.backend LIKE 'llama-server%%' AND r.suite = 'functional'"
                               " AND r.status = 'fail'"),
                      20);
-    /* structured output (issue 39) on the q8_0 and synthetic cells: every
+    /* structured output (issue 39) on the q8_0 cells and gauntlet serve's
+     * synthetic ones (on random weights llama-server's streamed and
+     * unstreamed greedy answers part at a near-tie; as its completions
+     * ignore the schema, that says nothing about structured output): every
      * gauntlet serve cell passes its 10 checks (5 valid, agreement, stream,
      * 3 refusals); llama-server through chat validates all 5 answers and
      * parts from the reference's bytes (whitespace: xfail); through
@@ -102,7 +108,7 @@ START_TEST(peer_matrix_qualifies)
     ck_assert_str_eq(q_text(h, "SELECT GROUP_CONCAT(r.check_name) FROM results r JOIN cells c"
                                " ON c.id = r.cell WHERE r.suite = 'structured' AND"
                                " c.backend = 'llama-server' AND r.status = 'pass'"),
-                     "stream,stream");
+                     "stream");
     ck_assert_int_eq(q_int(h, "SELECT COUNT(*) FROM devices WHERE name = 'llama.cpp llama-server'"
                               " AND driver_version LIKE '%%0c1e57098'"),
                      1);
