@@ -103,6 +103,9 @@ typedef struct gt_hc_alt {
     double lp;
     const cJSON *bytes;  /* the chat shape's "bytes" array when given (the token's exact
                           * bytes, where "token" may be cut to valid UTF-8), else NULL */
+    const cJSON *id;     /* gt_hc_token only: the token's id where the reply gives one
+                          * (llama-server's content[i].id, gauntlet serve's token_ids[i]),
+                          * as sent (not checked), else NULL */
 } gt_hc_alt;
 
 /* The alternatives of token i of a completion's logprobs, in either shape a
@@ -115,7 +118,8 @@ typedef struct gt_hc_alt {
 int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, double *lp);
 
 /* Token i's own entry in logprobs (the token itself: tokens[i] or
- * content[i].token, its logprob, its bytes), 0; -1 when there is none. */
+ * content[i].token, its logprob, its bytes, its id), 0; -1 when there is
+ * none. */
 int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out);
 
 /* How many tokens logprobs describes in either shape, -1 when neither. */
