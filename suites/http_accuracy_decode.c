@@ -7,12 +7,16 @@
  * server generates: each prompt of the prompt set (those that fit a context
  * of 512 with the generation, as the greedy check) is one completion of
  * decode_tokens (>= 64, default 64) tokens at temperature 0 with logprobs.
- * Token ids are not part of the API: each generated token is found in the
- * vocabulary by its name (http_wellformed.c: its bytes when the reply gives
- * them, else its text). Where several tokens share a name (every byte token
- * that is not UTF-8 on its own is "\ufffd" as text), the reply's
- * "token_ids" (an extension `gauntlet serve` gives) picks among them, else
- * the one the reference ranks highest.
+ * Token ids are not part of the OpenAI API, but servers add them: where the
+ * reply gives a generated token's id (llama-server's content[i].id,
+ * `gauntlet serve`'s "token_ids"), that id is the token, once it is an id
+ * of the vocabulary whose name is the reply's (else the check fails naming
+ * the position). Only the id tells control tokens apart: llama-server lists
+ * the end token it stopped on as "" with no bytes. Without an id, each
+ * token is found in the vocabulary by its name (http_wellformed.c: its
+ * bytes when the reply gives them, else its text); where several tokens
+ * share a name (every byte token that is not UTF-8 on its own is "\ufffd"
+ * as text), the one the reference ranks highest.
  *   - greedy: the server's tokens against the reference's greedy
  *     continuation (cached as the greedy check's): decode_greedy_match,
  *     decode_first_div, as greedy_match / greedy_first_div;
@@ -24,7 +28,11 @@
  *     not the reference's argmax and not a near-tie (the reference's logprob
  *     of it within tie_margin of its top, default 0.1 nats: float noise
  *     flips near-ties, which is no bug), and where the server stops early
- *     on a token the reference does not end on. The logprobs the server
+ *     where the reference does not end: a stop on an end token (EOS, or a
+ *     chat cell's end of turn) that the reply lists, as llama-server does,
+ *     is that token, judged as any other; a stop the reply does not explain
+ *     (gauntlet serve lists no end token) needs the reference's argmax
+ *     after the last token to be an end token, or one within tie_margin. The logprobs the server
  *     returned for its tokens are scored as the prompt's (gt_ha_sum_add):
  *     decode_drift_top1, decode_drift_kld_mean/max,
  *     decode_logprob_max_abs_diff, judged by the matrix's tolerances.

@@ -9,9 +9,11 @@
  * of one user message, and wherever the suites compare with the reference
  * they render that message with the artifact's chat template
  * (base/chat_template.h) exactly as the server should (gt_hc_prompt_ids), so
- * the reference continues the same tokens. Token ids never cross the wire:
- * the suites tokenize locally with the artifact's tokenizer and compare text,
- * so a server with its own tokenizer code is judged on what it returns.
+ * the reference continues the same tokens. Token ids are not sent: the
+ * suites tokenize locally with the artifact's tokenizer and compare text,
+ * so a server with its own tokenizer code is judged on what it returns. The
+ * one place a reply's ids are read is the decode path, and only once they
+ * agree with the text (http_accuracy_decode.c).
  *
  * Requests have a total timeout (GT_HC_TIMEOUT_S); a transport failure or a
  * non-200 answer comes back as -1 with a message naming the URL, the status
