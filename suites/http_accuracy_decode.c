@@ -32,8 +32,9 @@
  *     chat cell's end of turn) that the reply lists, as llama-server does,
  *     is that token, judged as any other; a stop the reply does not explain
  *     (gauntlet serve lists no end token) needs the reference's argmax
- *     after the last token to be an end token, or one within tie_margin. The logprobs the server
- *     returned for its tokens are scored as the prompt's (gt_ha_sum_add):
+ *     after the last token to be an end token, or one within tie_margin.
+ *     The logprobs the server returned for its tokens are scored as the
+ *     prompt's (gt_ha_sum_add):
  *     decode_drift_top1, decode_drift_kld_mean/max,
  *     decode_logprob_max_abs_diff, judged by the matrix's tolerances.
  * The teacher-forced reference depends on the server's text, so it is not
@@ -134,16 +135,20 @@ static int32_t token_id(dec *d, const gt_hc_completion *cr, const char *pid, int
         for (int q = 0; in && q < nc && q < d->n_vocab; q++)
             if (d->cand[q] == (int32_t)x)
                 return d->cand[q];
-        char qt[80], qv[80] = "", *sent = cJSON_PrintUnformatted(own.id);
+        char qt[80], qv[80], *sent = cJSON_PrintUnformatted(own.id);
         gt_hc_quote(own.text, qt, sizeof qt);
-        if (in)
+        int at = snprintf(why, why_cap, "prompt %s token %d: the reply gives id %s for the "
+                                        "generated token \"%s\", ",
+                          pid, k, sent ? sent : "(unprintable)", qt);
+        size_t off = at < 0 ? 0 : (size_t)at < why_cap ? (size_t)at : why_cap - 1;
+        if (in) {
             shown(d->m, (int32_t)x, qv, sizeof qv);
-        snprintf(why, why_cap, "prompt %s token %d: the reply gives id %s for the generated token "
-                               "\"%s\", %s%s%s",
-                 pid, k, sent ? sent : "?", qt,
-                 in ? "but the vocabulary's token of that id is \"" : "which is no id of the "
-                                                                     "vocabulary (0..",
-                 in ? qv : "", in ? "\"" : "n_vocab - 1)");
+            snprintf(why + off, why_cap - off, "but the vocabulary's token of that id is \"%s\"",
+                     qv);
+        } else {
+            snprintf(why + off, why_cap - off, "which is no id of the vocabulary (0..%d)",
+                     d->n_vocab - 1);
+        }
         free(sent);
         return TOK_BAD;
     }
