@@ -7,12 +7,16 @@
  * server generates: each prompt of the prompt set (those that fit a context
  * of 512 with the generation, as the greedy check) is one completion of
  * decode_tokens (>= 64, default 64) tokens at temperature 0 with logprobs.
- * Token ids are not part of the API: each generated token is found in the
- * vocabulary by its name (http_wellformed.c: its bytes when the reply gives
- * them, else its text). Where several tokens share a name (every byte token
- * that is not UTF-8 on its own is "\ufffd" as text), the reply's
- * "token_ids" (an extension `gauntlet serve` gives) picks among them, else
- * the one the reference ranks highest.
+ * Token ids are not part of the OpenAI API, but servers add them: where the
+ * reply gives a generated token's id (llama-server's content[i].id,
+ * `gauntlet serve`'s "token_ids"), that id is the token, once it is an id
+ * of the vocabulary whose name is the reply's (else the check fails naming
+ * the position). Only the id tells control tokens apart: llama-server lists
+ * the end token it stopped on as "" with no bytes. Without an id, each
+ * token is found in the vocabulary by its name (http_wellformed.c: its
+ * bytes when the reply gives them, else its text); where several tokens
+ * share a name (every byte token that is not UTF-8 on its own is "\ufffd"
+ * as text), the one the reference ranks highest.
  *   - greedy: the server's tokens against the reference's greedy
  *     continuation (cached as the greedy check's): decode_greedy_match,
  *     decode_first_div, as greedy_match / greedy_first_div;
@@ -24,8 +28,13 @@
  *     not the reference's argmax and not a near-tie (the reference's logprob
  *     of it within tie_margin of its top, default 0.1 nats: float noise
  *     flips near-ties, which is no bug), and where the server stops early
- *     on a token the reference does not end on. The logprobs the server
- *     returned for its tokens are scored as the prompt's (gt_ha_sum_add):
+ *     where the reference does not end: a stop on an end token (EOS, or a
+ *     chat cell's end of turn) that the reply lists, as llama-server does,
+ *     is that token, judged as any other; a stop the reply does not explain
+ *     (gauntlet serve lists no end token) needs the reference's argmax
+ *     after the last token to be an end token, or one within tie_margin.
+ *     The logprobs the server returned for its tokens are scored as the
+ *     prompt's (gt_ha_sum_add):
  *     decode_drift_top1, decode_drift_kld_mean/max,
  *     decode_logprob_max_abs_diff, judged by the matrix's tolerances.
  * The teacher-forced reference depends on the server's text, so it is not
@@ -64,25 +73,36 @@ typedef struct dec {
     char tie_msg[320], bad_msg[480];
 } dec;
 
-/* A near-tie or a divergence at one position: what the message says. */
-static void note(dec *d, bool tie, const char *prompt, int k, int32_t srv, int32_t ref,
+/* Token id as a message shows it: its text, or for a control token (no
+ * bytes: "<|im_end|>", "</s>") its stored piece. */
+static void shown(const gt_model *m, int32_t id, char *out, size_t cap)
+{
+    char p[64];
+    const char *stored = gt_token_piece(gt_model_tokenizer(m), id);
+    if (gt_hc_piece(m, id, p, sizeof p) == 0 && stored)
+        snprintf(p, sizeof p, "%s", stored);
+    gt_hc_quote(p, out, cap);
+}
+
+/* A near-tie or a divergence at one position (stop: the server's end token,
+ * on which it stopped): what the message says. */
+static void note(dec *d, bool tie, bool stop, const char *prompt, int k, int32_t srv, int32_t ref,
                  double gap)
 {
-    char a[64], b[64], qa[80], qb[80];
-    gt_hc_piece(d->m, srv, a, sizeof a);
-    gt_hc_piece(d->m, ref, b, sizeof b);
-    gt_hc_quote(a, qa, sizeof qa);
-    gt_hc_quote(b, qb, sizeof qb);
+    char qa[80], qb[80];
+    shown(d->m, srv, qa, sizeof qa);
+    shown(d->m, ref, qb, sizeof qb);
     if (tie && !d->ties++)
         snprintf(d->tie_msg, sizeof d->tie_msg, "; first near-tie: prompt %s token %d, \"%s\" "
                                                 "for \"%s\" (gap %.3g)",
                  prompt, k, qa, qb, gap);
     if (!tie && !d->bad++)
         snprintf(d->bad_msg, sizeof d->bad_msg,
-                 "prompt %s token %d: the server generated \"%s\" where the reference, "
+                 "prompt %s token %d: the server %s \"%s\" where the reference, "
                  "teacher-forced on the server's text, has \"%s\" (logprob gap %.3g > tie_margin "
                  "%g)",
-                 prompt, k, qa, qb, gap, d->margin);
+                 prompt, k, stop ? "stopped on its end token" : "generated", qa, qb, gap,
+                 d->margin);
 }
 
 static bool is_end(const dec *d, int32_t id)
@@ -91,26 +111,50 @@ static bool is_end(const dec *d, int32_t id)
            (id >= 0 && id == gt_hc_turn_end(d->t, d->m));
 }
 
-/* The id of generated token k by its name: unambiguous, or picked by the
- * reply's token_ids among the tokens of that name; -2 when several tokens
- * share the name and nothing picks one (see resolve_by_ref), -1 when no
- * token has it. */
-static int32_t token_id(dec *d, const gt_hc_completion *cr, int k)
+#define TOK_NONE (-1)  /* no token of the vocabulary has the reply's name */
+#define TOK_AMBIG (-2) /* several have it and no id picks one: the reference does */
+#define TOK_BAD (-3)   /* the reply's id is not a token of that name */
+
+/* The id of generated token k. When the reply gives one (llama-server's
+ * content[k].id, gauntlet serve's token_ids[k]) it is the token, once it
+ * checks out: an id of the vocabulary whose name is the reply's (a control
+ * token such as "<|im_end|>" comes as "" with no bytes, which names every
+ * control token, so only the id tells them apart); any other is TOK_BAD
+ * with why naming it. Without an id, by its name: unambiguous, TOK_AMBIG
+ * or TOK_NONE. */
+static int32_t token_id(dec *d, const gt_hc_completion *cr, const char *pid, int k, char *why,
+                        size_t why_cap)
 {
     gt_hc_alt own;
     if (gt_hc_token(cr->logprobs, k, &own) != 0)
-        return -1;
+        return TOK_NONE;
     int nc = gt_ha_vocab_ids(d->v, &own, d->cand, d->n_vocab);
+    if (own.id) {
+        double x = cJSON_IsNumber(own.id) ? own.id->valuedouble : -1;
+        bool in = x >= 0 && x < d->n_vocab && x == (double)(int32_t)x;
+        for (int q = 0; in && q < nc && q < d->n_vocab; q++)
+            if (d->cand[q] == (int32_t)x)
+                return d->cand[q];
+        char qt[80], qv[80], *sent = cJSON_PrintUnformatted(own.id);
+        gt_hc_quote(own.text, qt, sizeof qt);
+        int at = snprintf(why, why_cap, "prompt %s token %d: the reply gives id %s for the "
+                                        "generated token \"%s\", ",
+                          pid, k, sent ? sent : "(unprintable)", qt);
+        size_t off = at < 0 ? 0 : (size_t)at < why_cap ? (size_t)at : why_cap - 1;
+        if (in) {
+            shown(d->m, (int32_t)x, qv, sizeof qv);
+            snprintf(why + off, why_cap - off, "but the vocabulary's token of that id is \"%s\"",
+                     qv);
+        } else {
+            snprintf(why + off, why_cap - off, "which is no id of the vocabulary (0..%d)",
+                     d->n_vocab - 1);
+        }
+        free(sent);
+        return TOK_BAD;
+    }
     if (nc <= 0)
-        return -1;
-    if (nc == 1)
-        return d->cand[0];
-    const cJSON *tid =
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cr->logprobs, "token_ids"), k);
-    for (int q = 0; q < nc && q < d->n_vocab; q++)
-        if (cJSON_IsNumber(tid) && tid->valuedouble == d->cand[q])
-            return d->cand[q];
-    return -2;
+        return TOK_NONE;
+    return nc == 1 ? d->cand[0] : TOK_AMBIG;
 }
 
 /* Among the tokens named as token k, the one the reference ranks highest
@@ -149,8 +193,10 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
     int n = np + n_got;
     memcpy(d->seq, ids, (size_t)np * sizeof *d->seq);
     for (int k = 0; k < n_got; k++) {
-        d->seq[np + k] = token_id(d, cr, k);
-        if (d->seq[np + k] == -1) {
+        d->seq[np + k] = token_id(d, cr, pid, k, why, why_cap);
+        if (d->seq[np + k] == TOK_BAD)
+            return 1;
+        if (d->seq[np + k] == TOK_NONE) {
             gt_hc_alt own = {0};
             char qt[80];
             gt_hc_token(cr->logprobs, k, &own);
@@ -172,7 +218,7 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
         return -1;
     for (int at = 0; at < n;) {
         int end = at + 1;
-        while (end < n && d->seq[end] != -2)
+        while (end < n && d->seq[end] != TOK_AMBIG)
             end++;
         if (gt_session_eval(d->s, d->seq + at, end - at, true, d->x + (size_t)at * d->n_vocab,
                             err) != 0)
@@ -181,6 +227,10 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
             d->seq[end] = resolve_by_ref(d, cr, end - np, d->x + (size_t)(end - 1) * d->n_vocab);
         at = end;
     }
+    /* llama-server lists the end token it stopped on among its tokens
+     * (gauntlet serve does not): then that token is judged below like any
+     * other, and nothing is to follow it. */
+    bool on_end = stopped && n_got > 0 && is_end(d, d->seq[n - 1]);
     int kk = d->n_vocab < GT_HA_TOPN ? d->n_vocab : GT_HA_TOPN, same = 0;
     bool diverged = false;
     gt_hc_alt alt[64];
@@ -198,7 +248,8 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
         int n_alt = gt_hc_alternatives(cr->logprobs, k, alt, 64, &own_lp);
         gt_ha_sum_add(&d->sum, d->m, &r, alt, n_alt > 0 ? n_alt : 0, own_lp, d->used, k);
         if (id != a)
-            note(d, d->lp[a] - d->lp[id] <= d->margin, pid, k, id, a, d->lp[a] - d->lp[id]);
+            note(d, d->lp[a] - d->lp[id] <= d->margin, on_end && k == n_got - 1, pid, k, id, a,
+                 d->lp[a] - d->lp[id]);
         if (!diverged) {
             char p1[64], p2[64];
             gt_hc_piece(d->m, id, p1, sizeof p1);
@@ -208,8 +259,9 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
         }
         d->positions++;
     }
-    if (stopped && n_got < d->n_dec) {
-        /* The server ended here: the reference must end too, or nearly. */
+    if (stopped && n_got < d->n_dec && !on_end) {
+        /* The server ended here without saying on what: the reference must
+         * end too, or nearly. */
         const float *x = d->x + (size_t)(n - 1) * d->n_vocab;
         gt_log_softmax(x, d->n_vocab, d->lp);
         int32_t a = gt_argmax(x, d->n_vocab), eos = gt_tokenizer_eos(gt_model_tokenizer(d->m));
@@ -224,9 +276,12 @@ static int score(dec *d, const char *pid, const int32_t *ids, int np, const gt_h
                          "%.3g > tie_margin %g)",
                          pid, n_got, end < 0 ? INFINITY : d->lp[a] - d->lp[end], d->margin);
         }
-        if (!diverged && is_end(d, ref[n_got]))
-            same = d->n_dec; /* as gt_hc_agreement: nothing comes after the end */
     }
+    /* As gt_hc_agreement: what the reference would say after its end does
+     * not count. */
+    if (stopped && (on_end || n_got < d->n_dec) && !diverged &&
+        is_end(d, ref[on_end ? n_got - 1 : n_got]))
+        same = d->n_dec;
     d->same += same;
     d->total += d->n_dec;
     d->used++;

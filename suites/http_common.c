@@ -248,7 +248,7 @@ int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, do
             const cJSON *b = cJSON_GetObjectItemCaseSensitive(it, "bytes");
             if (n < cap && cJSON_IsString(tk) && cJSON_IsNumber(v))
                 out[n++] = (gt_hc_alt){tk->valuestring, v->valuedouble,
-                                       cJSON_IsArray(b) ? b : NULL};
+                                       cJSON_IsArray(b) ? b : NULL, NULL};
         }
     } else {
         const cJSON *tops = cJSON_GetObjectItemCaseSensitive(logprobs, "top_logprobs");
@@ -262,7 +262,7 @@ int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, do
         cJSON_ArrayForEach(it, e)
         {
             if (n < cap && cJSON_IsNumber(it) && it->string)
-                out[n++] = (gt_hc_alt){it->string, it->valuedouble, NULL};
+                out[n++] = (gt_hc_alt){it->string, it->valuedouble, NULL, NULL};
         }
     }
     qsort(out, (size_t)n, sizeof *out, by_lp_desc);
@@ -271,7 +271,7 @@ int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, do
 
 int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out)
 {
-    *out = (gt_hc_alt){NULL, NAN, NULL};
+    *out = (gt_hc_alt){NULL, NAN, NULL, NULL};
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(logprobs, "content");
     const cJSON *tk, *lp;
     if (cJSON_IsArray(content)) {
@@ -280,9 +280,11 @@ int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out)
         lp = cJSON_GetObjectItemCaseSensitive(e, "logprob");
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
         out->bytes = cJSON_IsArray(b) ? b : NULL;
+        out->id = cJSON_GetObjectItemCaseSensitive(e, "id");
     } else {
         tk = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "tokens"), i);
         lp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "token_logprobs"), i);
+        out->id = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(logprobs, "token_ids"), i);
     }
     if (!cJSON_IsString(tk))
         return -1;

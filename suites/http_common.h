@@ -9,9 +9,11 @@
  * of one user message, and wherever the suites compare with the reference
  * they render that message with the artifact's chat template
  * (base/chat_template.h) exactly as the server should (gt_hc_prompt_ids), so
- * the reference continues the same tokens. Token ids never cross the wire:
- * the suites tokenize locally with the artifact's tokenizer and compare text,
- * so a server with its own tokenizer code is judged on what it returns.
+ * the reference continues the same tokens. Token ids are not sent: the
+ * suites tokenize locally with the artifact's tokenizer and compare text,
+ * so a server with its own tokenizer code is judged on what it returns. The
+ * one place a reply's ids are read is the decode path, and only once they
+ * agree with the text (http_accuracy_decode.c).
  *
  * Requests have a total timeout (GT_HC_TIMEOUT_S); a transport failure or a
  * non-200 answer comes back as -1 with a message naming the URL, the status
@@ -103,6 +105,9 @@ typedef struct gt_hc_alt {
     double lp;
     const cJSON *bytes;  /* the chat shape's "bytes" array when given (the token's exact
                           * bytes, where "token" may be cut to valid UTF-8), else NULL */
+    const cJSON *id;     /* gt_hc_token only: the token's id where the reply gives one
+                          * (llama-server's content[i].id, gauntlet serve's token_ids[i]),
+                          * as sent (not checked), else NULL */
 } gt_hc_alt;
 
 /* The alternatives of token i of a completion's logprobs, in either shape a
@@ -115,7 +120,8 @@ typedef struct gt_hc_alt {
 int gt_hc_alternatives(const cJSON *logprobs, int i, gt_hc_alt *out, int cap, double *lp);
 
 /* Token i's own entry in logprobs (the token itself: tokens[i] or
- * content[i].token, its logprob, its bytes), 0; -1 when there is none. */
+ * content[i].token, its logprob, its bytes, its id), 0; -1 when there is
+ * none. */
 int gt_hc_token(const cJSON *logprobs, int i, gt_hc_alt *out);
 
 /* How many tokens logprobs describes in either shape, -1 when neither. */

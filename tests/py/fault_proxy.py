@@ -2,7 +2,8 @@
 """fault_proxy.py: a proxy in front of `gauntlet serve` with one fault, for
 test_http_suites (the accuracy suite must catch each):
 
-  usage: fault_proxy.py UPSTREAM_PORT invent|inflate|demote|forget=N
+  usage: fault_proxy.py UPSTREAM_PORT invent|inflate|demote|forget=N|
+                        end=EOS,X|end=EOS,@N|badid=N|wrongid=N
   invent    every position's logprobs keep their top-1 and replace the other
             alternatives by invented tokens ("zzq1x", ...) just below it, so
             the probabilities sum to far more than 1; the top-1 is still
@@ -16,6 +17,18 @@ test_http_suites (the accuracy suite must catch each):
             is generated as if the K/V cache had stopped being written: the
             upstream continues the prompt, the first N tokens and only the
             latest one. Prompt logprobs and short generations are untouched.
+The rest rewrite a decode reply (no echo, max_tokens >= 64) into
+llama-server's shape: logprobs.content[i] = {id, token, logprob,
+top_logprobs}, where the token id is given.
+  end=EOS,X the reply stops at its first token whose id is X: that token
+            becomes the end token EOS as llama-server lists it ({"id": EOS,
+            "token": "", "bytes": []}), with the logprob the upstream gave
+            "" there (for a model whose EOS ties X, a stop the model
+            supports).
+  end=EOS,@N the same at token N whatever it is (a stop the model does not
+            support), its logprob claimed to be the top alternative's.
+  badid=N   token N's id is 999999 (no id of the vocabulary).
+  wrongid=N token N's id is the next id (a token of another name).
 
 Prints "listening on http://127.0.0.1:PORT pid PID" on stdout, then serves
 until killed.
@@ -30,6 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 UPSTREAM = f"http://127.0.0.1:{int(sys.argv[1])}"
 MODE = sys.argv[2]
 FORGET = int(MODE.split("=", 1)[1]) if MODE.startswith("forget=") else None
+SHAPE = MODE.split("=", 1)[0] in ("end", "badid", "wrongid")
 
 
 def post(path, q):
@@ -88,6 +102,41 @@ def forgetful(q):
     return 200, json.dumps(o).encode()
 
 
+def llama_shape(o):
+    """A decode reply in llama-server's shape, with MODE's change (see the top)."""
+    ch = o["choices"][0]
+    lp = ch["logprobs"]
+    content = []
+    for k, (tok, tid, v) in enumerate(zip(lp["tokens"], lp["token_ids"], lp["token_logprobs"])):
+        alts = sorted((lp["top_logprobs"][k] or {}).items(), key=lambda kv: -kv[1])
+        content.append({"id": tid, "token": tok, "logprob": v,
+                        "top_logprobs": [{"token": t, "logprob": a} for t, a in alts]})
+    kind, arg = MODE.split("=", 1)
+    if kind == "end":
+        eos, where = arg.split(",")
+        cut = None
+        if where.startswith("@"):
+            cut = int(where[1:])
+            lp_end = content[cut]["top_logprobs"][0]["logprob"]
+        else:
+            for k, e in enumerate(content):
+                top = dict((a["token"], a["logprob"]) for a in e["top_logprobs"])
+                if e["id"] == int(where) and "" in top:
+                    cut, lp_end = k, top[""]
+                    break
+        if cut is not None:
+            content[cut].update(id=int(eos), token="", bytes=[], logprob=lp_end)
+            del content[cut + 1:]
+            ch["text"] = "".join(e["token"] for e in content)
+            ch["finish_reason"] = "stop"
+            o["usage"]["completion_tokens"] = len(content)
+    else:
+        k = int(arg)
+        content[k]["id"] = 999999 if kind == "badid" else content[k]["id"] + 1
+    ch["logprobs"] = {"content": content}
+    return o
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -112,7 +161,11 @@ class Handler(BaseHTTPRequestHandler):
                   and not q.get("stream") and isinstance(q.get("max_tokens"), int)
                   and q["max_tokens"] > FORGET)
         status, body = forgetful(q) if decode else post(self.path, q)
-        if status == 200 and FORGET is None:
+        if SHAPE:
+            if (status == 200 and self.path == "/v1/completions" and not q.get("echo")
+                    and not q.get("stream") and q.get("max_tokens", 0) >= 64):
+                body = json.dumps(llama_shape(json.loads(body))).encode()
+        elif status == 200 and FORGET is None:
             o = json.loads(body)
             for ch in o.get("choices", []):
                 if ch.get("logprobs"):
