@@ -600,6 +600,7 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->igemm = gt_cpu_igemm_avx2;
     return true;
 }
 

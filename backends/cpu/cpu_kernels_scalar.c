@@ -566,4 +566,5 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->igemm = gt_cpu_igemm_scalar;
 }
