@@ -47,14 +47,21 @@
  *                  Only Q8_0/Q4_0/Q4_1 have one; the other types take fdot
  *                  on this path too (cpu_matmul.c, act_qdot).
  *
- * For qdot, activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
- * kept as separate arrays so the int8 part is contiguous and aligned):
- *   q[k]  int8, d[b] = block scale (x ~ d*q), s[b] = d * sum(q of block b).
- * s lets Q4_0 (offset 8) and Q4_1 (offset m) weights use unsigned nibbles
- * directly: dot = sum_b dw*(d*sum(qw*qa)) + offset_b * s[b]. */
+ * For qdot, activations are quantized per row to blocks of 32 int8, with
+ * the numbers llama.cpp's Q8_0 and Q8_1 blocks hold (kept as separate
+ * arrays so the int8 part is contiguous and aligned; gt_cpu_act8 below):
+ * q = round-to-even(x * 127/amax), and the block scale as an F16 value, so
+ * the integer products are llama.cpp's to the bit and act=q8 reproduces
+ * its numbers rather than a second, different 8-bit rounding
+ * (cpu_igemm.c, gt_cpu_quantize_rows). The quant kernel writes q and the
+ * F32 scale amax/127 (NaN for a block holding NaN or inf); the shared code
+ * derives the rest. Sums let Q4_0 (offset 8) and Q4_1 (offset m) weights
+ * use unsigned nibbles directly: dot = sum_b dw*(d*sum(qw*qa)) +
+ * offset_b * sums[b], where sums is s for Q4_0 and s1 (Q8_1's rounded
+ * sum) for Q4_1 and Q5_1. */
 #define GT_CPU_QK 32
 
-typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d, float *s);
+typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d);
 /* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
 typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
                                 int64_t nb);
@@ -85,14 +92,24 @@ typedef struct gt_cpu_ig_block {
 } gt_cpu_ig_block;
 
 /* The quantized activations of a batch (the dot path's layout, cpu.h
- * above): row i is q + i*k, its block scales d + i*nb and block sums
- * s + i*nb (= d * sum q), and c + i*nb = -128 * sum q (VNNI's correction). */
+ * above): row i is q + i*k; per block (at + i*nb):
+ *   d   the scale, amax/127 rounded to F16 (Q8_0's and Q8_1's d)
+ *   s   d * sum q, in F32 (the offset of Q4_0-style weights, exact)
+ *   s1  amax/127 * sum q rounded to F16 (Q8_1's s: what llama.cpp
+ *       multiplies Q4_1/Q5_1's m with)
+ *   c   -128 * sum q (VNNI's correction for the +128 weight bias). */
 typedef struct gt_cpu_act8 {
     const int8_t *q;
-    const float *d, *s;
+    const float *d, *s, *s1;
     const int32_t *c;
     int64_t k, nb;
 } gt_cpu_act8;
+
+/* The sums a weight type's offset or min multiplies (see gt_cpu_act8). */
+static inline const float *gt_cpu_act_sums(const gt_cpu_act8 *a, gt_type t)
+{
+    return t == GT_TYPE_Q4_1 || t == GT_TYPE_Q5_1 ? a->s1 : a->s;
+}
 
 /* out[i*ldo + r] = sum over the nb panel blocks of row r and activation
  * row i, for rows r < n_rows of the panel and activation rows [i0, i1). */
@@ -187,7 +204,7 @@ void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *t
 /* True when the node quantizes its activations into c->act (the dot path
  * with act=q8, or the integer GEMM). */
 bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t);
-/* Size of one activation row quantized into c->act (q, d, s, c). */
+/* Size of one activation row quantized into c->act (q, d, s, s1, c). */
 size_t gt_cpu_act_row_bytes(int64_t k);
 /* Quantizes the n rows of x (k each) into c->act, split over the threads,
  * then waits for all; *a describes the result. */

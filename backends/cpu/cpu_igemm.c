@@ -8,10 +8,11 @@
  *
  * How, per node:
  *   1. The activations are quantized once (all threads share one copy, the
- *      dot path's layout: gt_cpu_quantize_rows), to blocks of 32 int8 with
- *      a float scale, whatever the weight type; Q4_K's 256-element blocks
- *      are 8 sub-blocks of 32 with their own scale and min, which is the
- *      same shape.
+ *      dot path's layout: gt_cpu_quantize_rows), to blocks of 32 int8
+ *      holding llama.cpp's Q8_0/Q8_1 numbers (cpu.h, gt_cpu_act8),
+ *      whatever the weight type; Q4_K's 256-element blocks are 8
+ *      sub-blocks of 32 with their own scale and min, which is the same
+ *      shape (llama.cpp's Q8_K scales per 256; ours per 32 is finer).
  *   2. Weight rows are taken in panels of 16. A thread repacks its panel
  *      into its own scratch (gt_cpu_ig_block: 4 consecutive weights of
  *      each of the 16 rows side by side, as bytes biased by +128, with the
@@ -234,30 +235,37 @@ void gt_cpu_igemm_scalar(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t
 
 size_t gt_cpu_act_row_bytes(int64_t k)
 {
-    return (size_t)k + (2 * sizeof(float) + sizeof(int32_t)) * (size_t)(k / GT_CPU_QK);
+    return (size_t)k + (3 * sizeof(float) + sizeof(int32_t)) * (size_t)(k / GT_CPU_QK);
 }
 
 void gt_cpu_quantize_rows(gt_cpu_ctx *c, const float *x, int64_t n, int64_t k, bool reuse,
                           gt_cpu_act8 *a, int ith, int nth)
 {
-    /* Layout: all q rows, then d, then s, then the sums. */
+    /* Layout: all q rows, then d, s, s1 and c, each n*nb. */
     const int64_t nb = k / GT_CPU_QK;
     int8_t *q = c->act;
-    float *d = (float *)(q + (size_t)n * (size_t)k), *s = d + n * nb;
-    int32_t *cs = (int32_t *)(s + n * nb);
-    *a = (gt_cpu_act8){q, d, s, cs, k, nb};
+    float *d = (float *)(q + (size_t)n * (size_t)k), *s = d + n * nb, *s1 = s + n * nb;
+    int32_t *cs = (int32_t *)(s1 + n * nb);
+    *a = (gt_cpu_act8){q, d, s, s1, cs, k, nb};
     if (reuse)
         return;
     int64_t i0, i1;
     gt_cpu_split(n, ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
-        c->k.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
-        for (int64_t b = 0; b < nb; b++) {
-            const int8_t *qb = q + i * k + b * GT_CPU_QK;
+        c->k.quantize_act(x + i * k, k, q + i * k, d + i * nb);
+        for (int64_t b = i * nb; b < (i + 1) * nb; b++) {
+            const int8_t *qb = q + b * GT_CPU_QK;
             int32_t sum = 0;
             for (int j = 0; j < GT_CPU_QK; j++)
                 sum += qb[j];
-            cs[i * nb + b] = -128 * sum;
+            /* llama.cpp stores amax/127 as F16 but rounds q with the F32
+             * value, and Q8_1's sum is the F32 scale times sum q, rounded
+             * to F16 in its turn. A NaN scale stays NaN in all three. */
+            const float d32 = d[b];
+            d[b] = gt_f16_to_f32(gt_f32_to_f16(d32));
+            s[b] = d[b] * (float)sum;
+            s1[b] = gt_f16_to_f32(gt_f32_to_f16(d32 * (float)sum));
+            cs[b] = -128 * sum;
         }
     }
     gt_cpu_barrier(c->pool);
@@ -291,6 +299,7 @@ void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool r
     const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
     gt_cpu_act8 a;
     gt_cpu_quantize_rows(c, gt_cpu_f32(x), n_tok, k, reuse_act, &a, ith, nth);
+    a.s = gt_cpu_act_sums(&a, w->type); /* the kernels' min term takes s */
     gt_cpu_ig_block *panel = (gt_cpu_ig_block *)c->tscratch[ith];
     float *out = gt_cpu_f32(t);
     const int64_t n_panels = (n_out + GT_CPU_IG_ROWS - 1) / GT_CPU_IG_ROWS;

@@ -148,7 +148,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     if (qdot)
         gt_cpu_quantize_rows(c, xa, n_tok, k, reuse_act, &act, ith, nth);
     const int8_t *aq = act.q;
-    const float *ad = act.d, *as = act.s;
+    const float *ad = act.d, *as = gt_cpu_act_sums(&act, w->type);
 
     const int64_t n_chunks = nth == 1 ? 1 : (int64_t)nth * 4;
     int64_t per = (n_out + n_chunks - 1) / n_chunks;
