@@ -1,7 +1,8 @@
 /* test_anchors.c: anchors (matrix.h, suites/anchor.c): every shipped model
  * has an anchors file that covers its quants; a file that lacks one of the
  * matrix's quants is refused by name; a bug every backend shares (the
- * reference included) passes the comparisons but fails the anchor. */
+ * reference included) passes the comparisons but fails the anchor; a
+ * bound the matrix writes for a cell replaces the file's there. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,18 +60,26 @@ START_TEST(shipped_models_are_anchored)
 }
 END_TEST
 
-static void write_matrix(const char *anchors_file)
+/* tolerances: the matrix's "tolerances" object, or NULL for none. */
+static void write_matrix_tol(const char *anchors_file, const char *tolerances)
 {
-    char text[2048];
+    char text[4096];
     snprintf(text, sizeof text,
              "{\"name\": \"anc\",\n"
              " \"models\": [{\"id\": \"synth-tiny\", \"anchors\": \"%s\",\n"
              "              \"synth\": {\"preset\": \"tiny\", \"seed\": 1}}],\n"
              " \"quants\": [\"f32\", \"q8_0\"], \"backends\": [\"reference\", \"cpu\"],\n"
              " \"defaults\": {\"timeout_s\": 120, \"threads\": 1},\n"
+             "%s%s%s"
              " \"tiers\": {\"t\": {\"suites\": [\"smoke\"]}}}\n",
-             anchors_file);
+             anchors_file, tolerances ? " \"tolerances\": " : "", tolerances ? tolerances : "",
+             tolerances ? ",\n" : "");
     gt_test_write_file(gt_test_join(g_dir, "anc.json"), text, strlen(text));
+}
+
+static void write_matrix(const char *anchors_file)
+{
+    write_matrix_tol(anchors_file, NULL);
 }
 
 START_TEST(missing_quant_is_refused)
@@ -120,6 +129,28 @@ START_TEST(shared_bug_fails_the_anchor)
 }
 END_TEST
 
+/* A bound the matrix writes for a cell (an 8-bit activation profile's, in
+ * ci.json) replaces the anchors file's on that cell only: here an
+ * impossible one on the cpu cells fails them, naming it, while the
+ * reference cells keep the file's bound and pass. */
+START_TEST(matrix_bound_replaces_the_files)
+{
+    gt_test_sh("cp '%s/matrices/anchors/synth-tiny.json' '%s/st.json'", GT_SOURCE_DIR, g_dir);
+    write_matrix_tol("st.json", "{\"cells\": [{\"cell\": \"*/*/cpu/*\", \"metrics\": "
+                                "{\"anchor.ppl_rel_err\": {\"max\": 1e-12, "
+                                "\"note\": \"impossible, for the test\"}}}]}");
+    int rc = run(BIN " qualify anc.json --db tol.sqlite --no-progress");
+    ck_assert_msg(rc == 1 && strstr(g_out, "gate: FAIL (4 cells: 2 pass, 2 fail") &&
+                      strstr(g_out, "synth-tiny/q8_0/cpu/default: fail: anchor.ppl_rel_err") &&
+                      strstr(g_out, "tolerance <= 1e-12"),
+                  "exit %d\n%s", rc, g_out);
+    rc = run("sqlite3 tol.sqlite \"select count(*) from metrics m join cells c on c.id = m.cell "
+             "where m.name = 'ppl_rel_err' and c.backend = 'reference' and m.tolerance >= 0.002 "
+             "and m.verdict = 'pass'\"");
+    ck_assert_msg(rc == 0 && atoi(g_out) == 2, "reference cells with the file's bound: %s", g_out);
+}
+END_TEST
+
 int main(void)
 {
     gt_test_require_gauntlet();
@@ -134,6 +165,7 @@ int main(void)
     tcase_add_test(tc, shipped_models_are_anchored);
     tcase_add_test(tc, missing_quant_is_refused);
     tcase_add_test(tc, shared_bug_fails_the_anchor);
+    tcase_add_test(tc, matrix_bound_replaces_the_files);
     suite_add_tcase(s, tc);
     return gt_test_run(s);
 }

@@ -11,6 +11,10 @@
  *                    avx512 tables; cpu_x86.h the helpers they share
  *   cpu_matmul.c     MUL_MAT: quantized dot products for small batches,
  *                    dequantized tiles + BLAS sgemm for large ones
+ *   cpu_igemm.c      MUL_MAT of large batches with act=q8: weight panels
+ *                    repacked on the fly, 8-bit integer GEMM; the repacking,
+ *                    the driver and the scalar kernel (cpu_igemm_avx2.c,
+ *                    cpu_igemm_avx512.c: the SIMD kernels)
  *   cpu_attention.c  ATTENTION, parallel over heads (and query blocks)
  *   cpu_ops.c        the cheap ops: GET_ROWS, RMS_NORM, ADD, MUL, ROPE,
  *                    KV_STORE, SILU_MUL
@@ -43,14 +47,21 @@
  *                  Only Q8_0/Q4_0/Q4_1 have one; the other types take fdot
  *                  on this path too (cpu_matmul.c, act_qdot).
  *
- * For qdot, activations are quantized per row to blocks of 32 int8 (Q8_0-style, but
- * kept as separate arrays so the int8 part is contiguous and aligned):
- *   q[k]  int8, d[b] = block scale (x ~ d*q), s[b] = d * sum(q of block b).
- * s lets Q4_0 (offset 8) and Q4_1 (offset m) weights use unsigned nibbles
- * directly: dot = sum_b dw*(d*sum(qw*qa)) + offset_b * s[b]. */
+ * For qdot, activations are quantized per row to blocks of 32 int8, with
+ * the numbers llama.cpp's Q8_0 and Q8_1 blocks hold (kept as separate
+ * arrays so the int8 part is contiguous and aligned; gt_cpu_act8 below):
+ * q = round-to-even(x * 127/amax), and the block scale as an F16 value, so
+ * the integer products are llama.cpp's to the bit and act=q8 reproduces
+ * its numbers rather than a second, different 8-bit rounding
+ * (cpu_igemm.c, gt_cpu_quantize_rows). The quant kernel writes q and the
+ * F32 scale amax/127 (NaN for a block holding NaN or inf); the shared code
+ * derives the rest. Sums let Q4_0 (offset 8) and Q4_1 (offset m) weights
+ * use unsigned nibbles directly: dot = sum_b dw*(d*sum(qw*qa)) +
+ * offset_b * sums[b], where sums is s for Q4_0 and s1 (Q8_1's rounded
+ * sum) for Q4_1 and Q5_1. */
 #define GT_CPU_QK 32
 
-typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d, float *s);
+typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d);
 /* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
 typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
                                 int64_t nb);
@@ -64,6 +75,46 @@ typedef float (*gt_cpu_fdot_fn)(const void *w, const float *x, int64_t n);
  * (gt_session_eval_seqs) reads each weight once for all of them. */
 typedef void (*gt_cpu_fdot4_fn)(const void *w, const float *const x[4], int64_t n, float out[4]);
 typedef void (*gt_cpu_dequant_fn)(const void *src, float *dst, int64_t n);
+
+/* Integer GEMM (cpu_igemm.c). A panel block is 16 weight rows x one
+ * 32-element block column, repacked so that one 64-byte load holds 4
+ * consecutive weights of each of the 16 rows (VNNI's operand shape):
+ *   q[g][r][j] = weight 4g+j of row r, plus 128 (so every type's weights
+ *                are unsigned bytes; the kernels take the 128 off again)
+ *   w(r, e)    = d[r] * (q - 128) - m[r]  (m: the K-quants' mins, minus
+ *                Q4_1/Q5_1's offsets, 0 for the types without)
+ * Rows past the matrix's end are zero (q = 128, d = m = 0). */
+#define GT_CPU_IG_ROWS 16
+typedef struct gt_cpu_ig_block {
+    uint8_t q[8][GT_CPU_IG_ROWS][4];
+    float d[GT_CPU_IG_ROWS];
+    float m[GT_CPU_IG_ROWS];
+} gt_cpu_ig_block;
+
+/* The quantized activations of a batch (the dot path's layout, cpu.h
+ * above): row i is q + i*k; per block (at + i*nb):
+ *   d   the scale, amax/127 rounded to F16 (Q8_0's and Q8_1's d)
+ *   s   d * sum q, in F32 (the offset of Q4_0-style weights, exact)
+ *   s1  amax/127 * sum q rounded to F16 (Q8_1's s: what llama.cpp
+ *       multiplies Q4_1/Q5_1's m with)
+ *   c   -128 * sum q (VNNI's correction for the +128 weight bias). */
+typedef struct gt_cpu_act8 {
+    const int8_t *q;
+    const float *d, *s, *s1;
+    const int32_t *c;
+    int64_t k, nb;
+} gt_cpu_act8;
+
+/* The sums a weight type's offset or min multiplies (see gt_cpu_act8). */
+static inline const float *gt_cpu_act_sums(const gt_cpu_act8 *a, gt_type t)
+{
+    return t == GT_TYPE_Q4_1 || t == GT_TYPE_Q5_1 ? a->s1 : a->s;
+}
+
+/* out[i*ldo + r] = sum over the nb panel blocks of row r and activation
+ * row i, for rows r < n_rows of the panel and activation rows [i0, i1). */
+typedef void (*gt_cpu_igemm_fn)(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0,
+                                int64_t i1, float *out, int64_t ldo, int n_rows);
 
 typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
@@ -79,6 +130,7 @@ typedef struct gt_cpu_kernels {
     /* x[j] = exp(x[j] - m); returns the sum (softmax numerator). */
     float (*exp_sub_sum)(float *x, int64_t n, float m);
     void (*silu_mul)(const float *a, const float *b, float *t, int64_t n);
+    gt_cpu_igemm_fn igemm;       /* every table has one */
 } gt_cpu_kernels;
 
 void gt_cpu_kernels_scalar(gt_cpu_kernels *k);
@@ -90,6 +142,13 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k);
  * cpu_kquants_avx512.c), installed by the functions above; x86 only. */
 void gt_cpu_kquants_avx2(gt_cpu_kernels *k);
 void gt_cpu_kquants_avx512(gt_cpu_kernels *k);
+/* The integer GEMM kernels (cpu_igemm*.c). */
+void gt_cpu_igemm_scalar(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                         float *out, int64_t ldo, int n_rows);
+void gt_cpu_igemm_avx2(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                       float *out, int64_t ldo, int n_rows);
+void gt_cpu_igemm_avx512(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                         float *out, int64_t ldo, int n_rows);
 
 /* ---- thread pool (cpu_threads.c) ---------------------------------------- */
 
@@ -142,8 +201,21 @@ void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act
                             size_t *thread_floats);
 void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *thread_floats);
 
-/* True when the node takes the quantized-activation dot path (uses c->act). */
+/* True when the node quantizes its activations into c->act (the dot path
+ * with act=q8, or the integer GEMM). */
 bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t);
+/* Size of one activation row quantized into c->act (q, d, s, s1, c). */
+size_t gt_cpu_act_row_bytes(int64_t k);
+/* Quantizes the n rows of x (k each) into c->act, split over the threads,
+ * then waits for all; *a describes the result. */
+void gt_cpu_quantize_rows(gt_cpu_ctx *c, const float *x, int64_t n, int64_t k, bool reuse,
+                          gt_cpu_act8 *a, int ith, int nth);
+/* cpu_igemm.c: whether the node takes the integer GEMM, its scratch, and
+ * the node kernel. */
+bool gt_cpu_igemm_takes(const gt_cpu_ctx *c, const gt_tensor *t);
+size_t gt_cpu_igemm_thread_floats(const gt_tensor *t);
+void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
+                  int nth);
 void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
                     int nth);
 void gt_cpu_attention(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);

@@ -16,7 +16,8 @@
  * go to BLAS (default 16; 0 never). The driver profile's act= (or
  * GT_CPU_ACT) picks the dot path for quantized weights: f32 (default,
  * activations as they are) or q8 (activations quantized to 8-bit blocks,
- * integer dots; see cpu_matmul.c).
+ * integer dots, and an integer GEMM for batches; see cpu_matmul.c and
+ * cpu_igemm.c).
  * Weights stay where the runtime mapped
  * them: buffer_from_host wraps them without a copy. */
 #include "cpu.h"

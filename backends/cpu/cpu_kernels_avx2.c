@@ -66,7 +66,7 @@ static inline T_AVX2 int hsum8i(__m256i v)
 
 static inline T_AVX2 float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
+static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d)
 {
     const __m256 nosign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const __m256 fmax = _mm256_set1_ps(FLT_MAX);
@@ -84,7 +84,7 @@ static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, 
             _mm256_or_ps(_mm256_cmp_ps(a2, fmax, _CMP_NLE_UQ), _mm256_cmp_ps(a3, fmax, _CMP_NLE_UQ)));
         if (_mm256_movemask_ps(bad)) {
             memset(q + b * GT_CPU_QK, 0, GT_CPU_QK);
-            d[b] = s[b] = NAN;
+            d[b] = NAN;
             continue;
         }
         const float amax = hmax8(m);
@@ -93,13 +93,11 @@ static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, 
         __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), ROUND_NEAREST));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), ROUND_NEAREST));
         __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), ROUND_NEAREST));
-        const int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
         /* packs work within 128-bit lanes; the permute restores order. */
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
         p = _mm256_permutevar8x32_epi32(p, order);
         _mm256_storeu_si256((__m256i *)(q + b * GT_CPU_QK), p);
         d[b] = amax / 127.0f;
-        s[b] = d[b] * (float)sum;
     }
 }
 
@@ -600,6 +598,7 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->igemm = gt_cpu_igemm_avx2;
     return true;
 }
 

@@ -318,7 +318,7 @@ static T_512 void dq_iq4_nl(const void *src, float *dst, int64_t n)
     }
 }
 
-static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
+static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d)
 {
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
     for (int64_t b = 0; b < n / GT_CPU_QK; b++) {
@@ -329,7 +329,7 @@ static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, f
                               _mm512_cmp_ps_mask(a1, fmax, _CMP_NLE_UQ);
         if (bad) {
             memset(q + b * GT_CPU_QK, 0, GT_CPU_QK);
-            d[b] = s[b] = NAN;
+            d[b] = NAN;
             continue;
         }
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
@@ -341,7 +341,6 @@ static T_512 void quantize_act(const float *x, int64_t n, int8_t *q, float *d, f
         _mm_storeu_si128((__m128i *)(q + b * GT_CPU_QK), _mm512_cvtsepi32_epi8(i0));
         _mm_storeu_si128((__m128i *)(q + b * GT_CPU_QK + 16), _mm512_cvtsepi32_epi8(i1));
         d[b] = amax / 127.0f;
-        s[b] = d[b] * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
     }
 }
 
@@ -517,6 +516,7 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->igemm = gt_cpu_igemm_avx512;
     return true;
 }
 

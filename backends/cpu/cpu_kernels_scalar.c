@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-static void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *s)
+static void quantize_act(const float *x, int64_t n, int8_t *q, float *d)
 {
     for (int64_t b = 0; b < n / GT_CPU_QK; b++) {
         const float *xb = x + b * GT_CPU_QK;
@@ -31,18 +31,15 @@ static void quantize_act(const float *x, int64_t n, int8_t *q, float *d, float *
          * inf anywhere must reach the output, not vanish in the int8s. */
         if (bad) {
             memset(q + b * GT_CPU_QK, 0, GT_CPU_QK);
-            d[b] = s[b] = NAN;
+            d[b] = NAN;
             continue;
         }
         const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        int sum = 0;
         for (int j = 0; j < GT_CPU_QK; j++) {
             const int v = (int)nearbyintf(xb[j] * id);
             q[b * GT_CPU_QK + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-            sum += q[b * GT_CPU_QK + j];
         }
         d[b] = amax / 127.0f;
-        s[b] = d[b] * (float)sum;
     }
 }
 
@@ -566,4 +563,5 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->igemm = gt_cpu_igemm_scalar;
 }

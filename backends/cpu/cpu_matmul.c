@@ -31,7 +31,10 @@
  * are sized for one per thread (up to TILE_BYTES): every sgemm call packs
  * the whole activation matrix again, and measured prefill (SmolLM2 Q8_0,
  * pp512) ran ~10% slower with two tiles per thread and ~20% with four.
- * F32 weights go to sgemm in place, no copy at all. */
+ * F32 weights go to sgemm in place, no copy at all.
+ *
+ * With act=q8, the batches that would go to BLAS take the integer GEMM
+ * instead where the weight type has one (cpu_igemm.c). */
 #include "cpu.h"
 
 #include <string.h>
@@ -74,11 +77,6 @@ static int64_t tile_rows(int64_t n_out, int64_t k, int nth)
     return rows < cap ? rows : cap;
 }
 
-static size_t act_row_bytes(int64_t k)
-{
-    return (size_t)k + 2 * sizeof(float) * (size_t)(k / GT_CPU_QK);
-}
-
 void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act_bytes,
                             size_t *thread_floats)
 {
@@ -86,11 +84,14 @@ void gt_cpu_mul_mat_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *act
     const int64_t k = w->ne[0];
     *act_bytes = 0;
     *thread_floats = 0;
-    if (use_blas(c, t)) {
+    if (gt_cpu_igemm_takes(c, t)) {
+        *act_bytes = gt_cpu_act_row_bytes(k) * (size_t)t->src[1]->ne[1];
+        *thread_floats = gt_cpu_igemm_thread_floats(t);
+    } else if (use_blas(c, t)) {
         if (w->type != GT_TYPE_F32)
             *thread_floats = (size_t)(tile_rows(w->ne[1], k, c->n_threads) * k);
     } else if (act_qdot(c, w->type)) {
-        *act_bytes = act_row_bytes(k) * (size_t)t->src[1]->ne[1];
+        *act_bytes = gt_cpu_act_row_bytes(k) * (size_t)t->src[1]->ne[1];
     }
 }
 
@@ -143,18 +144,11 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     const gt_cpu_fdot_fn fdot = c->k.fdot[w->type];
     const gt_cpu_fdot4_fn fdot4 = c->k.fdot4[w->type];
     const int64_t nb = k / GT_CPU_QK;
-
-    /* Layout of the shared quantized activations: all q rows, then d, then s. */
-    int8_t *aq = c->act;
-    float *ad = (float *)(aq + (size_t)n_tok * (size_t)k);
-    float *as = ad + n_tok * nb;
-    if (qdot && !reuse_act) {
-        int64_t i0, i1;
-        gt_cpu_split(n_tok, ith, nth, &i0, &i1);
-        for (int64_t i = i0; i < i1; i++)
-            c->k.quantize_act(xa + i * k, k, aq + i * k, ad + i * nb, as + i * nb);
-        gt_cpu_barrier(c->pool);
-    }
+    gt_cpu_act8 act = {0};
+    if (qdot)
+        gt_cpu_quantize_rows(c, xa, n_tok, k, reuse_act, &act, ith, nth);
+    const int8_t *aq = act.q;
+    const float *ad = act.d, *as = gt_cpu_act_sums(&act, w->type);
 
     const int64_t n_chunks = nth == 1 ? 1 : (int64_t)nth * 4;
     int64_t per = (n_out + n_chunks - 1) / n_chunks;
@@ -202,13 +196,15 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
 
 bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t)
 {
-    return !use_blas(c, t) && act_qdot(c, t->src[0]->type) != NULL;
+    return gt_cpu_igemm_takes(c, t) || (!use_blas(c, t) && act_qdot(c, t->src[0]->type) != NULL);
 }
 
 void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
                     int nth)
 {
-    if (use_blas(c, t))
+    if (gt_cpu_igemm_takes(c, t))
+        gt_cpu_igemm(c, t, counter, reuse_act, ith, nth);
+    else if (use_blas(c, t))
         mul_mat_blas(c, t, counter, ith, nth);
     else
         mul_mat_dot(c, t, counter, reuse_act, ith, nth);

@@ -144,9 +144,22 @@ static bool needs_f32(const gt_mx_tier *t)
 /* --no-localize: failed accuracy cells are not followed by the localizer. */
 static bool localize_failures = true;
 
+/* Whether the matrix itself wrote a bound for this metric on the cell. */
+static bool matrix_wrote(const cJSON *written, const char *metric)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, written)
+        if (cJSON_IsString(w) && !strcmp(w->valuestring, metric))
+            return true;
+    return false;
+}
+
 /* A model with anchors (matrix.h): the anchor suite first, the cell's quant's
  * anchor in the spec, and its relative tolerance as the bound of
- * anchor.ppl_rel_err. The files were checked when the run started. */
+ * anchor.ppl_rel_err, unless the matrix wrote one for the cell (a driver
+ * whose arithmetic is not the reference's, as 8-bit activations: its own
+ * measured bound, with its note). The files were checked when the run
+ * started. */
 static int add_anchor(const gt_matrix *m, const gt_cell *c, cJSON *spec, cJSON *suites,
                       cJSON *tols, cJSON *written)
 {
@@ -164,6 +177,8 @@ static int add_anchor(const gt_matrix *m, const gt_cell *c, cJSON *spec, cJSON *
     cJSON_AddItemToObject(spec, "anchor", a);
     if (c->backend->is_http)
         return 0; /* no perplexity over an API: http_anchor.c */
+    if (matrix_wrote(written, "anchor.ppl_rel_err"))
+        return 0;
     const cJSON *tol = cJSON_GetObjectItemCaseSensitive(a, "ppl_rel_tol");
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(a, "tolerance_note");
     cJSON *bound = cJSON_CreateObject();

@@ -54,7 +54,7 @@ static int check_one(const char *name, const gt_backend_config *cfg, gt_backend 
     }
     printf("backend %s: %s | %s %s | %s\n", name, b->info.name, b->info.driver,
            b->info.driver_version, b->info.extra);
-    opcheck_counts c = {0, 0, 0};
+    opcheck_counts c = {0};
     const int rc = opcheck_run(b, ref, o, &c, &err);
     gt_backend_close(b);
     if (rc != 0) {
@@ -134,7 +134,7 @@ int cmd_test_ops(int argc, char **argv)
         return GT_EXIT_USAGE;
     }
     const gt_backend_config cfg = {.device = 0, .n_threads = (int)threads, .driver = driver};
-    opcheck_counts total = {0, 0, 0};
+    opcheck_counts total = {0};
     int rc = 0, checked = 0;
     int idle = 0; /* backends checked that ran no case */
     bool none = false;

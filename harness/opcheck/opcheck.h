@@ -25,6 +25,10 @@ typedef struct opcheck_opts {
 
 typedef struct opcheck_counts {
     int ok, fail, unsupported;
+    /* Over the cases judged OK: sum of squared errors and of squared
+     * reference values; their ratio is the pooled NMSE, which unlike one
+     * case's NMSE is not at the mercy of a case with two outputs. */
+    double sum_se, sum_ref;
 } opcheck_counts;
 
 /* Runs every matching case on target, judged against ref; adds to *counts.

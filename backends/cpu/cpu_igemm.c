@@ -1,0 +1,313 @@
+/* cpu_igemm.c: MUL_MAT of a batch (prefill) as an 8-bit integer GEMM, the
+ * act=q8 profile's replacement for dequantize + sgemm.
+ *
+ * Why: sgemm caps prefill at the machine's f32 FMA rate, and this backend
+ * already reaches ~90% of it. VNNI's vpdpbusd does 64 byte products per
+ * instruction against 16 FMAs, so integer products of 8-bit activations
+ * with the weights' own integers can go past that ceiling.
+ *
+ * How, per node:
+ *   1. The activations are quantized once (all threads share one copy, the
+ *      dot path's layout: gt_cpu_quantize_rows), to blocks of 32 int8
+ *      holding llama.cpp's Q8_0/Q8_1 numbers (cpu.h, gt_cpu_act8),
+ *      whatever the weight type; Q4_K's 256-element blocks are 8
+ *      sub-blocks of 32 with their own scale and min, which is the same
+ *      shape (llama.cpp's Q8_K scales per 256; ours per 32 is finer).
+ *   2. Weight rows are taken in panels of 16. A thread repacks its panel
+ *      into its own scratch (gt_cpu_ig_block: 4 consecutive weights of
+ *      each of the 16 rows side by side, as bytes biased by +128, with the
+ *      row scales and mins as floats) and then multiplies it with every
+ *      activation row while it sits in L1/L2. Repacking on the fly, not at
+ *      load time, costs no memory and cannot go stale (the runtime hands
+ *      weights over as plain host pointers); it is O(weights) per node
+ *      against O(weights x rows) for the products, a few per cent at the
+ *      batch sizes that take this path (measured in README.md).
+ *   3. The kernel (scalar here, cpu_igemm_avx2.c, cpu_igemm_avx512.c) sums
+ *      each block's products in int32 and applies d_w * d_a in float once
+ *      per block, minus m_w * s_a for the K-quants' mins.
+ * Exactness: the integer sums are exact, so the only rounding beyond the
+ * f32 path's is the activations' 8-bit quantization, the same one the
+ * act=q8 dot path makes (test_cpu.c measures the NMSE per type and ISA).
+ *
+ * Which nodes: act=q8, a weight type with a repacker below (Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K: every type whose scales are per 32
+ * weights; Q2_K, Q3_K and Q6_K scale 16 and keep BLAS), and at least blas_min_batch activation rows (the batch size from
+ * which the f32 profile goes to BLAS). Smaller batches keep the dot path,
+ * where repacking would not pay. */
+#include "cpu.h"
+
+#include <string.h>
+
+#include "gt/quant.h"
+
+/* ---- repacking ------------------------------------------------------------
+ * Each repacker writes the nb panel blocks of one weight row r of the panel:
+ * its weights (as int, before the +128 bias) through put(), its d and m. */
+
+static inline void put(gt_cpu_ig_block *b, int r, int e, int w)
+{
+    b->q[e / 4][r][e % 4] = (uint8_t)(w + 128);
+}
+
+static void repack_q8_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q8_0 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 32; e++)
+            put(&out[b], r, e, x[b].qs[e]);
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
+static void repack_q4_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q4_0 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 16; e++) {
+            put(&out[b], r, e, (x[b].qs[e] & 0x0F) - 8);
+            put(&out[b], r, e + 16, (x[b].qs[e] >> 4) - 8);
+        }
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
+/* Q4_1 and Q5_1: w = d*q + m, so m enters as -m (w = d*q - m_ig). */
+static void repack_q4_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q4_1 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 16; e++) {
+            put(&out[b], r, e, x[b].qs[e] & 0x0F);
+            put(&out[b], r, e + 16, x[b].qs[e] >> 4);
+        }
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+    }
+}
+
+/* Element e of a Q5 block: nibble plus the fifth bit from qh. */
+static inline int q5(const uint8_t qs[16], uint32_t qh, int e)
+{
+    const int nib = e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4;
+    return nib | (int)(((qh >> e) & 1) << 4);
+}
+
+static void repack_q5_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_0 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, sizeof qh);
+        for (int e = 0; e < 32; e++)
+            put(&out[b], r, e, q5(x[b].qs, qh, e) - 16);
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
+static void repack_q5_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_1 *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, sizeof qh);
+        for (int e = 0; e < 32; e++)
+            put(&out[b], r, e, q5(x[b].qs, qh, e));
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+    }
+}
+
+/* IQ4_NL: the nibble indexes the 16 int8 levels. */
+static void repack_iq4_nl(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_iq4_nl *x = row;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int e = 0; e < 16; e++) {
+            put(&out[b], r, e, gt_iq4nl_levels[x[b].qs[e] & 0x0F]);
+            put(&out[b], r, e + 16, gt_iq4nl_levels[x[b].qs[e] >> 4]);
+        }
+        out[b].d[r] = gt_f16_to_f32(x[b].d);
+        out[b].m[r] = 0.0f;
+    }
+}
+
+/* Q4_K: sub-block s of super-block i is panel block 8i+s, scale d*sc and
+ * min dmin*m as gt_dequantize_q4_K rounds them. */
+static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q4_K *x = row;
+    for (int64_t i = 0; i < nb / 8; i++) {
+        const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
+        for (int s = 0; s < 8; s++) {
+            gt_cpu_ig_block *b = &out[8 * i + s];
+            uint8_t sc, m;
+            gt_k_scale_min(x[i].scales, s, &sc, &m);
+            const uint8_t *q = x[i].qs + 32 * (s / 2);
+            for (int e = 0; e < 32; e++)
+                put(b, r, e, (s & 1) ? q[e] >> 4 : q[e] & 0x0F);
+            b->d[r] = d * (float)sc;
+            b->m[r] = dmin * (float)m;
+        }
+    }
+}
+
+/* Q5_K: Q4_K's layout plus a fifth bit per weight, bit s of qh[e]. */
+static void repack_q5_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q5_K *x = row;
+    for (int64_t i = 0; i < nb / 8; i++) {
+        const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
+        for (int s = 0; s < 8; s++) {
+            gt_cpu_ig_block *b = &out[8 * i + s];
+            uint8_t sc, m;
+            gt_k_scale_min(x[i].scales, s, &sc, &m);
+            const uint8_t *q = x[i].qs + 32 * (s / 2);
+            for (int e = 0; e < 32; e++)
+                put(b, r, e, ((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 16 * ((x[i].qh[e] >> s) & 1));
+            b->d[r] = d * (float)sc;
+            b->m[r] = dmin * (float)m;
+        }
+    }
+}
+
+typedef void (*repack_fn)(const void *row, int r, int64_t nb, gt_cpu_ig_block *out);
+
+static repack_fn repacker(gt_type t)
+{
+    switch (t) {
+    case GT_TYPE_Q8_0: return repack_q8_0;
+    case GT_TYPE_Q4_0: return repack_q4_0;
+    case GT_TYPE_Q4_1: return repack_q4_1;
+    case GT_TYPE_Q5_0: return repack_q5_0;
+    case GT_TYPE_Q5_1: return repack_q5_1;
+    case GT_TYPE_IQ4_NL: return repack_iq4_nl;
+    case GT_TYPE_Q4_K: return repack_q4_K;
+    case GT_TYPE_Q5_K: return repack_q5_K;
+    default: return NULL;
+    }
+}
+
+/* Rows [r0, r0 + n_rows) of w into nb panel blocks; the rest of the 16 zero. */
+static void repack_panel(const gt_tensor *w, int64_t r0, int n_rows, int64_t nb,
+                         gt_cpu_ig_block *out)
+{
+    const repack_fn fn = repacker(w->type);
+    const size_t wrow = gt_tensor_row_bytes(w);
+    const char *base = (const char *)gt_tensor_host(w) + (size_t)r0 * wrow;
+    for (int r = 0; r < n_rows; r++)
+        fn(base + (size_t)r * wrow, r, nb, out);
+    for (int r = n_rows; r < GT_CPU_IG_ROWS; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            for (int g = 0; g < 8; g++)
+                memset(out[b].q[g][r], 128, 4);
+            out[b].d[r] = out[b].m[r] = 0.0f;
+        }
+}
+
+/* ---- the scalar kernel ------------------------------------------------------
+ * The reference for the SIMD ones: the same sums in the same roles. */
+void gt_cpu_igemm_scalar(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                         float *out, int64_t ldo, int n_rows)
+{
+    for (int64_t i = i0; i < i1; i++) {
+        const int8_t *q = a->q + i * a->k;
+        const float *d = a->d + i * a->nb, *s = a->s + i * a->nb;
+        for (int r = 0; r < n_rows; r++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < a->nb; b++) {
+                int32_t sum = 0;
+                for (int e = 0; e < 32; e++)
+                    sum += ((int)w[b].q[e / 4][r][e % 4] - 128) * q[b * 32 + e];
+                acc += (float)sum * w[b].d[r] * d[b] - w[b].m[r] * s[b];
+            }
+            out[i * ldo + r] = acc;
+        }
+    }
+}
+
+/* ---- the activations ------------------------------------------------------
+ * Shared with the dot path's act=q8 products (cpu_matmul.c), so that
+ * consecutive products of one input reuse one copy whichever path each
+ * takes. */
+
+size_t gt_cpu_act_row_bytes(int64_t k)
+{
+    return (size_t)k + (3 * sizeof(float) + sizeof(int32_t)) * (size_t)(k / GT_CPU_QK);
+}
+
+void gt_cpu_quantize_rows(gt_cpu_ctx *c, const float *x, int64_t n, int64_t k, bool reuse,
+                          gt_cpu_act8 *a, int ith, int nth)
+{
+    /* Layout: all q rows, then d, s, s1 and c, each n*nb. */
+    const int64_t nb = k / GT_CPU_QK;
+    int8_t *q = c->act;
+    float *d = (float *)(q + (size_t)n * (size_t)k), *s = d + n * nb, *s1 = s + n * nb;
+    int32_t *cs = (int32_t *)(s1 + n * nb);
+    *a = (gt_cpu_act8){q, d, s, s1, cs, k, nb};
+    if (reuse)
+        return;
+    int64_t i0, i1;
+    gt_cpu_split(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        c->k.quantize_act(x + i * k, k, q + i * k, d + i * nb);
+        for (int64_t b = i * nb; b < (i + 1) * nb; b++) {
+            const int8_t *qb = q + b * GT_CPU_QK;
+            int32_t sum = 0;
+            for (int j = 0; j < GT_CPU_QK; j++)
+                sum += qb[j];
+            /* llama.cpp stores amax/127 as F16 but rounds q with the F32
+             * value, and Q8_1's sum is the F32 scale times sum q, rounded
+             * to F16 in its turn. A NaN scale stays NaN in all three. */
+            const float d32 = d[b];
+            d[b] = gt_f16_to_f32(gt_f32_to_f16(d32));
+            s[b] = d[b] * (float)sum;
+            s1[b] = gt_f16_to_f32(gt_f32_to_f16(d32 * (float)sum));
+            cs[b] = -128 * sum;
+        }
+    }
+    gt_cpu_barrier(c->pool);
+}
+
+/* ---- the node ------------------------------------------------------------ */
+
+bool gt_cpu_igemm_takes(const gt_cpu_ctx *c, const gt_tensor *t)
+{
+    return c->act_q8 && repacker(t->src[0]->type) && t->src[1]->ne[1] >= c->blas_min_batch;
+}
+
+size_t gt_cpu_igemm_thread_floats(const gt_tensor *t)
+{
+    const int64_t nb = t->src[0]->ne[0] / GT_CPU_QK;
+    return ((size_t)nb * sizeof(gt_cpu_ig_block) + sizeof(float) - 1) / sizeof(float);
+}
+
+/* Next panel for this thread: first its own, then whatever is left. */
+static inline int64_t next_panel(atomic_int *counter, int64_t *mine, int nth)
+{
+    const int64_t p = *mine;
+    *mine = (int64_t)atomic_fetch_add_explicit(counter, 1, memory_order_relaxed) + nth;
+    return p;
+}
+
+void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
+                  int nth)
+{
+    const gt_tensor *w = t->src[0], *x = t->src[1];
+    const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
+    gt_cpu_act8 a;
+    gt_cpu_quantize_rows(c, gt_cpu_f32(x), n_tok, k, reuse_act, &a, ith, nth);
+    a.s = gt_cpu_act_sums(&a, w->type); /* the kernels' min term takes s */
+    gt_cpu_ig_block *panel = (gt_cpu_ig_block *)c->tscratch[ith];
+    float *out = gt_cpu_f32(t);
+    const int64_t n_panels = (n_out + GT_CPU_IG_ROWS - 1) / GT_CPU_IG_ROWS;
+    int64_t mine = ith;
+    for (int64_t p = next_panel(counter, &mine, nth); p < n_panels; p = next_panel(counter, &mine, nth)) {
+        const int64_t r0 = p * GT_CPU_IG_ROWS;
+        const int n_rows = (int)(n_out - r0 < GT_CPU_IG_ROWS ? n_out - r0 : GT_CPU_IG_ROWS);
+        repack_panel(w, r0, n_rows, a.nb, panel);
+        c->k.igemm(panel, &a, 0, n_tok, out + r0, n_out, n_rows);
+    }
+}
