@@ -60,6 +60,7 @@
  * offset_b * sums[b], where sums is s for Q4_0 and s1 (Q8_1's rounded
  * sum) for Q4_1 and Q5_1. */
 #define GT_CPU_QK 32
+#define GT_CPU_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
 typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d);
 /* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
@@ -130,6 +131,10 @@ typedef struct gt_cpu_kernels {
     /* x[j] = exp(x[j] - m); returns the sum (softmax numerator). */
     float (*exp_sub_sum)(float *x, int64_t n, float m);
     void (*silu_mul)(const float *a, const float *b, float *t, int64_t n);
+    /* t = gelu(a) * b, gelu's tanh form written as a * sigmoid(2u),
+     * u = sqrt(2/pi) (a + 0.044715 a^3): 0.5 (1 + tanh u) = 1 / (1 + e^-2u)
+     * exactly, so one exp and a division, and no cancellation near 0. */
+    void (*gelu_mul)(const float *a, const float *b, float *t, int64_t n);
     gt_cpu_igemm_fn igemm;       /* every table has one */
 } gt_cpu_kernels;
 

@@ -566,6 +566,24 @@ static T_AVX2 void silu_mul(const float *a, const float *b, float *t, int64_t n)
         t[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
+static T_AVX2 void gelu_mul(const float *a, const float *b, float *t, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), c3 = _mm256_set1_ps(0.044715f);
+    const __m256 m2k = _mm256_set1_ps(-2.0f * GT_CPU_GELU_K);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(a + i);
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 e = exp8(_mm256_mul_ps(m2k, _mm256_fmadd_ps(c3, x3, x)));
+        const __m256 num = _mm256_mul_ps(x, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(t + i, _mm256_div_ps(num, _mm256_add_ps(one, e)));
+    }
+    for (; i < n; i++) {
+        const float x = a[i], u = GT_CPU_GELU_K * (x + 0.044715f * x * x * x);
+        t[i] = x * b[i] / (1.0f + expf(-2.0f * u));
+    }
+}
+
 bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
 {
     gt_cpu_kernels_scalar(k); /* F32 dequant (memcpy) and anything not overridden */
@@ -598,6 +616,7 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_avx2;
     return true;
 }

@@ -473,6 +473,26 @@ static T_512 void silu_mul(const float *a, const float *b, float *t, int64_t n)
     }
 }
 
+static inline T_512 __m512 gelu16(__m512 x, __m512 b)
+{
+    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    const __m512 u = _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x);
+    const __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f * GT_CPU_GELU_K), u));
+    return _mm512_div_ps(_mm512_mul_ps(x, b), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+static T_512 void gelu_mul(const float *a, const float *b, float *t, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(t + i, gelu16(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(t + i, k,
+                              gelu16(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i)));
+    }
+}
+
 static T_512 void axpy(float a, const float *x, float *y, int64_t n)
 {
     const __m512 va = _mm512_set1_ps(a);
@@ -516,6 +536,7 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_avx512;
     return true;
 }

@@ -521,6 +521,14 @@ static void silu_mul(const float *a, const float *b, float *t, int64_t n)
         t[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
+static void gelu_mul(const float *a, const float *b, float *t, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = a[i], u = GT_CPU_GELU_K * (x + 0.044715f * x * x * x);
+        t[i] = x * b[i] / (1.0f + expf(-2.0f * u));
+    }
+}
+
 void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
 {
     memset(k, 0, sizeof *k);
@@ -563,5 +571,6 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->sum_sq = sum_sq;
     k->exp_sub_sum = exp_sub_sum;
     k->silu_mul = silu_mul;
+    k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_scalar;
 }
