@@ -41,22 +41,37 @@
 #include "gt/quant.h"
 
 /* ---- repacking ------------------------------------------------------------
- * Each repacker writes the nb panel blocks of one weight row r of the panel:
- * its weights (as int, before the +128 bias) through put(), its d and m. */
+ * Each repacker decodes the nb blocks of one weight row r of the panel into
+ * 32 bytes each (the weights plus 128) and hands them to store(), with the
+ * block's d and m. Decoding into a plain array first lets the compiler
+ * vectorize the unpacking; store() is 8 four-byte copies (perf: writing
+ * byte by byte into the panel was 7% of Gemma 3's prefill in repack_q5_0). */
 
-static inline void put(gt_cpu_ig_block *b, int r, int e, int w)
+static inline void store(gt_cpu_ig_block *b, int r, const uint8_t u[32], float d, float m)
 {
-    b->q[e / 4][r][e % 4] = (uint8_t)(w + 128);
+    for (int g = 0; g < 8; g++)
+        memcpy(b->q[g][r], u + 4 * g, 4);
+    b->d[r] = d;
+    b->m[r] = m;
 }
 
 static void repack_q8_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
 {
     const gt_block_q8_0 *x = row;
     for (int64_t b = 0; b < nb; b++) {
+        uint8_t u[32];
         for (int e = 0; e < 32; e++)
-            put(&out[b], r, e, x[b].qs[e]);
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = 0.0f;
+            u[e] = (uint8_t)(x[b].qs[e] + 128);
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), 0.0f);
+    }
+}
+
+/* Nibbles lo then hi, each plus bias (Q4_0: 128 - 8, Q4_1: 128). */
+static inline void nibbles(const uint8_t qs[16], int bias, uint8_t u[32])
+{
+    for (int e = 0; e < 16; e++) {
+        u[e] = (uint8_t)((qs[e] & 0x0F) + bias);
+        u[e + 16] = (uint8_t)((qs[e] >> 4) + bias);
     }
 }
 
@@ -64,12 +79,9 @@ static void repack_q4_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
 {
     const gt_block_q4_0 *x = row;
     for (int64_t b = 0; b < nb; b++) {
-        for (int e = 0; e < 16; e++) {
-            put(&out[b], r, e, (x[b].qs[e] & 0x0F) - 8);
-            put(&out[b], r, e + 16, (x[b].qs[e] >> 4) - 8);
-        }
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = 0.0f;
+        uint8_t u[32];
+        nibbles(x[b].qs, 128 - 8, u);
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), 0.0f);
     }
 }
 
@@ -78,32 +90,29 @@ static void repack_q4_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
 {
     const gt_block_q4_1 *x = row;
     for (int64_t b = 0; b < nb; b++) {
-        for (int e = 0; e < 16; e++) {
-            put(&out[b], r, e, x[b].qs[e] & 0x0F);
-            put(&out[b], r, e + 16, x[b].qs[e] >> 4);
-        }
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+        uint8_t u[32];
+        nibbles(x[b].qs, 128, u);
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), -gt_f16_to_f32(x[b].m));
     }
 }
 
-/* Element e of a Q5 block: nibble plus the fifth bit from qh. */
-static inline int q5(const uint8_t qs[16], uint32_t qh, int e)
+/* A Q5 block: nibbles plus the fifth bit, bit e of qh, plus bias. */
+static inline void q5(const uint8_t qs[16], const uint8_t qh4[4], int bias, uint8_t u[32])
 {
-    const int nib = e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4;
-    return nib | (int)(((qh >> e) & 1) << 4);
+    uint32_t qh;
+    memcpy(&qh, qh4, sizeof qh);
+    nibbles(qs, bias, u);
+    for (int e = 0; e < 32; e++)
+        u[e] = (uint8_t)(u[e] + (((qh >> e) & 1) << 4));
 }
 
 static void repack_q5_0(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
 {
     const gt_block_q5_0 *x = row;
     for (int64_t b = 0; b < nb; b++) {
-        uint32_t qh;
-        memcpy(&qh, x[b].qh, sizeof qh);
-        for (int e = 0; e < 32; e++)
-            put(&out[b], r, e, q5(x[b].qs, qh, e) - 16);
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = 0.0f;
+        uint8_t u[32];
+        q5(x[b].qs, x[b].qh, 128 - 16, u);
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), 0.0f);
     }
 }
 
@@ -111,12 +120,9 @@ static void repack_q5_1(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
 {
     const gt_block_q5_1 *x = row;
     for (int64_t b = 0; b < nb; b++) {
-        uint32_t qh;
-        memcpy(&qh, x[b].qh, sizeof qh);
-        for (int e = 0; e < 32; e++)
-            put(&out[b], r, e, q5(x[b].qs, qh, e));
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = -gt_f16_to_f32(x[b].m);
+        uint8_t u[32];
+        q5(x[b].qs, x[b].qh, 128, u);
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), -gt_f16_to_f32(x[b].m));
     }
 }
 
@@ -125,12 +131,12 @@ static void repack_iq4_nl(const void *row, int r, int64_t nb, gt_cpu_ig_block *o
 {
     const gt_block_iq4_nl *x = row;
     for (int64_t b = 0; b < nb; b++) {
+        uint8_t u[32];
         for (int e = 0; e < 16; e++) {
-            put(&out[b], r, e, gt_iq4nl_levels[x[b].qs[e] & 0x0F]);
-            put(&out[b], r, e + 16, gt_iq4nl_levels[x[b].qs[e] >> 4]);
+            u[e] = (uint8_t)(gt_iq4nl_levels[x[b].qs[e] & 0x0F] + 128);
+            u[e + 16] = (uint8_t)(gt_iq4nl_levels[x[b].qs[e] >> 4] + 128);
         }
-        out[b].d[r] = gt_f16_to_f32(x[b].d);
-        out[b].m[r] = 0.0f;
+        store(&out[b], r, u, gt_f16_to_f32(x[b].d), 0.0f);
     }
 }
 
@@ -142,14 +148,12 @@ static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
     for (int64_t i = 0; i < nb / 8; i++) {
         const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
         for (int s = 0; s < 8; s++) {
-            gt_cpu_ig_block *b = &out[8 * i + s];
-            uint8_t sc, m;
+            uint8_t sc, m, u[32];
             gt_k_scale_min(x[i].scales, s, &sc, &m);
             const uint8_t *q = x[i].qs + 32 * (s / 2);
             for (int e = 0; e < 32; e++)
-                put(b, r, e, (s & 1) ? q[e] >> 4 : q[e] & 0x0F);
-            b->d[r] = d * (float)sc;
-            b->m[r] = dmin * (float)m;
+                u[e] = (uint8_t)(((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 128);
+            store(&out[8 * i + s], r, u, d * (float)sc, dmin * (float)m);
         }
     }
 }
@@ -161,14 +165,13 @@ static void repack_q5_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out
     for (int64_t i = 0; i < nb / 8; i++) {
         const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
         for (int s = 0; s < 8; s++) {
-            gt_cpu_ig_block *b = &out[8 * i + s];
-            uint8_t sc, m;
+            uint8_t sc, m, u[32];
             gt_k_scale_min(x[i].scales, s, &sc, &m);
             const uint8_t *q = x[i].qs + 32 * (s / 2);
             for (int e = 0; e < 32; e++)
-                put(b, r, e, ((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 16 * ((x[i].qh[e] >> s) & 1));
-            b->d[r] = d * (float)sc;
-            b->m[r] = dmin * (float)m;
+                u[e] = (uint8_t)(((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 16 * ((x[i].qh[e] >> s) & 1) +
+                                 128);
+            store(&out[8 * i + s], r, u, d * (float)sc, dmin * (float)m);
         }
     }
 }
