@@ -31,7 +31,7 @@ RULES = {
     'runtime': ({'*gt/'}, set()),
     'runtime/src': (set(), {'runtime'}),
     'backends/reference': (set(), {'runtime'}),
-    'backends/cpu': ({'cpu_blas.h'}, {'runtime'}),
+    'backends/cpu': ({'cpu_blas.h', 'cpu_limits.h'}, {'runtime'}),
     'backends/opencl': (set(), {'runtime'}),
     'backends/cuda': (set(), {'runtime'}),
     H + 'base': ({'base.h'}, {'runtime'}),

@@ -71,7 +71,7 @@ START_TEST(one_row_per_depth)
     cJSON_Delete(rows_at((const long[]){0}, 1));
     ck_assert_msg(bench("-p 4 -n 2 -d 40,0 -o csv") == 0, "%s", out);
     /* depth is the last column (scripts read the others by number) */
-    ck_assert_msg(strstr(out, ",test,tokens_per_s,") && strstr(out, ",ratio_vs_peer,depth\n"),
+    ck_assert_msg(strstr(out, ",test,tokens_per_s,") && strstr(out, ",ratio_vs_peer,int8_gops,depth\n"),
                   "%s", out);
     const char *line = strchr(out, '\n');
     static const char *const want[4] = {"pp4", "tg2", "pp4", "tg2"};
@@ -88,12 +88,39 @@ START_TEST(one_row_per_depth)
                 last = p + 1;
             }
         ck_assert_msg(strcmp(test, want[i]) == 0 && strtol(last, NULL, 10) == depth[i] &&
-                          field == 21,
+                          field == 22,
                       "row %d: %s", i, out);
         line = p;
     }
     ck_assert_msg(bench("-p 0 -n 2 -d 16") == 0, "%s", out);
     ck_assert_msg(strstr(out, "| test | depth | t/s |") && strstr(out, "| tg2 | 16 | "), "%s", out);
+}
+END_TEST
+
+/* The cpu backend's act=q8 prefill of quantized weights is judged against
+ * the int8 peak the same run measures, the f32 path against sgemm. */
+START_TEST(int8_prefill_against_int8_peak)
+{
+    gt_err err = {{0}};
+    const char *q8 = gt_test_tmp("tiny-q8.gguf");
+    ck_assert_msg(gt_synth_write(q8, "tiny", 3, GT_TYPE_Q8_0, &err) == 0, "%s", err.msg);
+    for (int act = 0; act < 2; act++) {
+        /* with the machine measured (a small bandwidth buffer) */
+        const int rc = gt_test_run_in(gt_test_tmp(""), out, sizeof out,
+                                      "sh -c '%s/gauntlet bench -m %s -b cpu -t 1 -r 1 -p 32 -n 0 "
+                                      "--bw-mib 16 --driver act=%s -o jsonl 2>/dev/null'",
+                                      GT_BINARY_DIR, q8, act ? "q8" : "f32");
+        ck_assert_msg(rc == 0, "%s", out);
+        const char *k = strstr(out, "\"int8_gops\":");
+        ck_assert_msg(k, "no int8 peak: %s", out);
+        const double peak = strtod(k + strlen("\"int8_gops\":"), NULL);
+        ck_assert_msg(peak > 0 || strstr(out, "\"int8_isa\":\"none"), "%s", out);
+        if (act)
+            ck_assert_msg(peak == 0 || strstr(out, "\"pct_of_int8_peak\":"), "%s", out);
+        else
+            ck_assert_msg(strstr(out, "\"pct_of_sgemm\":") && !strstr(out, "pct_of_int8_peak"), "%s",
+                          out);
+    }
 }
 END_TEST
 
@@ -189,6 +216,7 @@ int main(void)
     TCase *tc = tcase_create("bench_depth");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, one_row_per_depth);
+    tcase_add_test(tc, int8_prefill_against_int8_peak);
     tcase_add_test(tc, bad_depth_refused);
     tcase_add_test(tc, peer_gets_the_depths);
     suite_add_tcase(s, tc);

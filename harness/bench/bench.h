@@ -1,10 +1,11 @@
 /* bench.h: the face of harness/bench: the machine measurements behind
- * `gauntlet bench` (read bandwidth, BLAS sgemm rate on a model's shapes) and
- * the helper that runs a measurement in a child process, so its memory,
- * threads and crashes stay out of the caller.
+ * `gauntlet bench` (read bandwidth, BLAS sgemm rate on a model's shapes, the
+ * int8 multiply-accumulate peak) and the helper that runs a measurement in a
+ * child process, so its memory, threads and crashes stay out of the caller.
  *
- * May use: base, the cpu backend's face (backends/cpu/cpu_blas.h: the same
- * BLAS the backend would load), the runtime's public headers. */
+ * May use: base, the cpu backend's faces (backends/cpu/cpu_blas.h: the same
+ * BLAS the backend would load; cpu_limits.h: the int8 peak its integer GEMM
+ * is judged against), the runtime's public headers. */
 #ifndef GT_BENCH_H
 #define GT_BENCH_H
 
@@ -22,6 +23,9 @@ int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out,
  * NULL = libopenblas.so.0) on one layer's matrix shapes of hp at M = m rows,
  * on nt BLAS threads (best of three after a warm-up). Fills name with the
  * library's description; 0 when no BLAS can be loaded. */
+/* The cpu backend's int8 multiply-accumulate peak on nt threads, GOP/s
+ * (cpu_limits.h); 0 with isa saying why where it has no integer kernel. */
+double bench_int8_peak(int nt, char *isa, size_t isa_len);
 double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt, char *name,
                         size_t name_len);
 

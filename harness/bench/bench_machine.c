@@ -13,6 +13,7 @@
 
 #include "base.h"
 #include "cpu_blas.h"
+#include "cpu_limits.h"
 
 /* Runs fn(arg, out) in a child and copies *out back (size bytes). */
 int bench_in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
@@ -122,4 +123,9 @@ double bench_sgemm_rate(const char *driver, const gt_hparams *hp, int m, int nt,
     snprintf(name, name_len, "%s %s%s%s", blas.driver, blas.version, blas.core[0] ? ", core " : "",
              blas.core);
     return sgemm_rate(&blas, hp, m, nt);
+}
+
+double bench_int8_peak(int nt, char *isa, size_t isa_len)
+{
+    return gt_cpu_int8_peak_gops(nt, isa, isa_len);
 }

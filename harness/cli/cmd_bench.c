@@ -6,7 +6,12 @@
  *     tokens/s) in % of it;
  *   - sgemm GFLOP/s of the driver's BLAS on the model's own matrix shapes
  *     at M = pp (q, k, v, o, gate, up, down of one layer); prefill is judged
- *     as GFLOP/s in % of it. Prefill FLOPs are what the graph computes:
+ *     as GFLOP/s in % of it;
+ *   - the int8 multiply-accumulate peak (bench_machine.c, from
+ *     backends/cpu/cpu_limits.h): a cpu
+ *     backend with act=q8 multiplies in 8-bit integers (its integer GEMM),
+ *     so its prefill is judged in % of that instead, the same operation
+ *     count as GOP/s. Prefill FLOPs are what the graph computes:
  *     2 x (matrix params - output head) per token, the output head once
  *     (only the last row's logits are asked for), and causal attention
  *     (4 x n_head x head_dim x keys seen, per layer and token).
@@ -53,6 +58,8 @@ typedef struct machine_res {
     size_t bw_mib;
     double sgemm_gflops; /* 0 when no BLAS */
     char blas[160];
+    double int8_gops; /* 0 when no int8 kernel */
+    char int8_isa[96];
 } machine_res;
 
 /* The peer's repetitions (--peer). */
@@ -163,6 +170,7 @@ static void machine_child(const void *varg, void *vout)
     r->read_gbs = gt_read_bandwidth(r->bw_mib << 20, ma->nt, r->why, sizeof r->why);
     r->sgemm_gflops = bench_sgemm_rate(ma->o->driver, &ma->mf->hp, (int)ma->o->pp, ma->nt, r->blas,
                                        sizeof r->blas);
+    r->int8_gops = bench_int8_peak(ma->nt, r->int8_isa, sizeof r->int8_isa);
     r->ok = r->read_gbs > 0;
 }
 
@@ -220,8 +228,18 @@ static int make_rows(const bench_res *r, const model_facts *mf, const machine_re
             w->sd = stddev(r->pp[k], r->n_pp[k]);
             w->metric = prefill_flops(mf, pp, d) / (pp / w->tps) / 1e9;
             w->metric_unit = "GFLOP/s";
-            w->pct = mach && mach->sgemm_gflops > 0 ? 100.0 * w->metric / mach->sgemm_gflops : NAN;
-            w->pct_of = "sgemm";
+            /* act=q8 on quantized weights multiplies in int8 (float weights
+             * never take the integer GEMM): that limit applies instead */
+            const bool float_weights = !strcmp(mf->type, "f32") || !strcmp(mf->type, "f16") ||
+                                       !strcmp(mf->type, "bf16");
+            if (strstr(r->extra, "act=q8") && !float_weights) {
+                w->metric_unit = "GOP/s";
+                w->pct = mach && mach->int8_gops > 0 ? 100.0 * w->metric / mach->int8_gops : NAN;
+                w->pct_of = "int8 peak";
+            } else {
+                w->pct = mach && mach->sgemm_gflops > 0 ? 100.0 * w->metric / mach->sgemm_gflops : NAN;
+                w->pct_of = "sgemm";
+            }
         }
         if (r->n_tg[k]) {
             row *w = &out[n++];
@@ -261,9 +279,11 @@ static cJSON *row_json(const row *w, const model_facts *mf)
     cJSON_AddNumberToObject(o, "depth", (double)w->depth);
     cJSON_AddNumberToObject(o, "tokens_per_s", w->tps);
     cJSON_AddNumberToObject(o, "stddev", w->sd);
-    cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "gflops" : "effective_gbs", w->metric);
+    const bool gops = !strcmp(w->metric_unit, "GOP/s"), prefill = gops || w->metric_unit[1] == 'F';
+    cJSON_AddNumberToObject(o, gops ? "gops" : prefill ? "gflops" : "effective_gbs", w->metric);
     if (!isnan(w->pct))
-        cJSON_AddNumberToObject(o, w->metric_unit[1] == 'F' ? "pct_of_sgemm" : "pct_of_read_bw", w->pct);
+        cJSON_AddNumberToObject(o, gops ? "pct_of_int8_peak" : prefill ? "pct_of_sgemm" : "pct_of_read_bw",
+                                w->pct);
     if (!isnan(w->ratio))
         cJSON_AddNumberToObject(o, "ratio_vs_compare", w->ratio);
     if (!isnan(w->peer_tps)) {
@@ -287,6 +307,8 @@ static cJSON *machine_json(const machine_res *m)
     cJSON_AddNumberToObject(o, "bw_mib", (double)m->bw_mib);
     cJSON_AddNumberToObject(o, "sgemm_gflops", m->sgemm_gflops);
     cJSON_AddStringToObject(o, "blas", m->blas);
+    cJSON_AddNumberToObject(o, "int8_gops", m->int8_gops);
+    cJSON_AddStringToObject(o, "int8_isa", m->int8_isa);
     return o;
 }
 
@@ -421,17 +443,17 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
         /* depth last: scripts read the columns before it by number */
         printf("model,type,backend,threads,driver,driver_version,test,tokens_per_s,stddev,metric,unit,"
                "pct_of_machine,machine_ref,ratio_vs_compare,load_s,peak_rss_mib,rss_budget_mib,"
-               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer,depth\n");
+               "read_gbs,sgemm_gflops,peer_tokens_per_s,ratio_vs_peer,int8_gops,depth\n");
         for (int i = 0; i < nr; i++) {
             const row *w = &rows[i];
             printf("%s,%s,%s,%d,\"%s\",%s,%s,%.2f,%.2f,%.2f,%s,%.1f,%s,%.2f,%.3f,%.1f,%.1f,%.2f,%.1f,"
-                   "%.2f,%.3f,%ld\n",
+                   "%.2f,%.3f,%.1f,%ld\n",
                    mf->file, mf->type, w->r->backend, w->r->threads, w->r->driver,
                    w->r->driver_version, w->test, w->tps, w->sd, w->metric, w->metric_unit, w->pct,
                    w->pct_of, w->ratio, w->r->load_s, w->r->peak_rss / 1048576.0,
                    (mf->file_bytes + w->r->kv_bytes + (64u << 20)) / 1048576.0,
                    mach ? mach->read_gbs : NAN, mach ? mach->sgemm_gflops : NAN, w->peer_tps,
-                   w->peer_ratio, w->depth);
+                   w->peer_ratio, mach ? mach->int8_gops : NAN, w->depth);
         }
         return;
     }
@@ -445,14 +467,18 @@ static void report(const bench_opts *o, const model_facts *mf, const machine_res
                mach->read_gbs, mach->bw_mib, mach->bw_threads, mach->sgemm_gflops,
                mach->sgemm_gflops > 0 ? mach->blas : "no BLAS", o->pp > 0 ? o->pp : 512,
                mach->bw_threads);
+    if (mach)
+        printf("machine: int8 multiply-accumulate peak %.1f GOP/s (%s, registers only, %d threads)\n",
+               mach->int8_gops, mach->int8_isa, mach->bw_threads);
     printf("\n| backend | threads | driver | test | depth | t/s | stddev | throughput | %% of machine | "
            "ratio | load s | peak RSS MiB (budget) |\n");
     printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nr; i++) {
         const row *w = &rows[i];
         char pct[48] = "-", ratio[24] = "-";
-        if (!isnan(w->pct))
-            snprintf(pct, sizeof pct, "%.1f%% of %s", w->pct, w->pct_of);
+        if (!isnan(w->pct)) /* over 100% of a measured limit: the measurement is wrong */
+            snprintf(pct, sizeof pct, "%.1f%% of %s%s", w->pct, w->pct_of,
+                     w->pct > 100.0 ? " (OVER: a measurement bug)" : "");
         if (!isnan(w->ratio))
             snprintf(ratio, sizeof ratio, "%.1fx", w->ratio);
         const uint64_t budget = mf->file_bytes + w->r->kv_bytes + (64u << 20);
