@@ -6,8 +6,9 @@
 # the same run, and prints every figure: prefill/decode tokens/s, decode
 # effective bandwidth in % of the measured read bandwidth, prefill GFLOP/s
 # in % of the measured sgemm rate, cpu/reference ratios, and 1 vs 2 threads.
-# When the peer is built (bash ci/peer-llamacpp.sh), it also benches Q8_0 and
-# Q4_0 against llama.cpp's llama-bench, interleaved in the same run
+# When the peer is built (bash ci/peer-llamacpp.sh), it also benches Q8_0,
+# Q4_0, Q4_K_M and Gemma 3 270M Q4_K_M (when fetched) against llama.cpp's
+# llama-bench, interleaved in the same run
 # (`gauntlet bench --peer`), at 1 and 2 threads with both activation paths
 # (GT_CPU_ACT=f32, q8), and prints the ratios gauntlet/llama.cpp.
 #
@@ -69,10 +70,18 @@ if peer=$(bash ci/peer-llamacpp.sh --where 2>/dev/null | awk '$1 == "llama-bench
   echo "## vs llama.cpp (llama-bench $(bash ci/peer-llamacpp.sh --where | awk '$1 == "commit" {print $2}'), interleaved, ratio = gauntlet / llama.cpp)"
   echo "| file | act | threads | test | gauntlet t/s | llama.cpp t/s | ratio |"
   echo "|---|---|---:|---|---:|---:|---:|"
-  for q in q8_0 q4_0; do for t in 1 "$T"; do for act in f32 q8; do
-    GT_CPU_ACT=$act "$G" bench -m "$DIR/SmolLM2-135M-Instruct.$q.gguf" -b cpu -t "$t" -r 3 \
+  # issue 38's files: SmolLM2 Q8_0, Q4_0 and Q4_K_M (made from the shipped
+  # Q4_1), and Gemma 3 270M Q4_K_M as released when it can be fetched
+  [ -s "$DIR/SmolLM2-135M-Instruct.q4_k_m.gguf" ] ||
+    "$G" quantize --quiet "$smol" "$DIR/SmolLM2-135M-Instruct.q4_k_m.gguf" q4_k_m >&2
+  files=("$DIR/SmolLM2-135M-Instruct.q8_0.gguf" "$DIR/SmolLM2-135M-Instruct.q4_0.gguf"
+         "$DIR/SmolLM2-135M-Instruct.q4_k_m.gguf")
+  gemma=${GT_GEMMA3:-$(GAUNTLET=$G bash ci/fetch-models.sh gemma3-270m-q4_k_m 2>/dev/null | awk '{print $2}')}
+  if [ -s "$gemma" ]; then files+=("$gemma"); else echo "(Gemma 3 270M Q4_K_M not fetched: not benched)"; fi
+  for f in "${files[@]}"; do for t in 1 "$T"; do for act in f32 q8; do
+    GT_CPU_ACT=$act "$G" bench -m "$f" -b cpu -t "$t" -r 3 \
         --no-machine -o csv --peer "llama-bench=$peer" 2>/dev/null |
-      awk -F, -v q="$q" -v a="$act" -v t="$t" 'NR > 1 {printf "| %s | %s | %d | %s | %.1f | %.1f | %.2fx |\n", q, a, t, $7, $8, $20, $21}' ||
+      awk -F, -v q="$(basename "$f" .gguf)" -v a="$act" -v t="$t" 'NR > 1 {printf "| %s | %s | %d | %s | %.1f | %.1f | %.2fx |\n", q, a, t, $7, $8, $20, $21}' ||
       status=1
   done; done; done
 else
