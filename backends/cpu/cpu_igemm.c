@@ -140,40 +140,37 @@ static void repack_iq4_nl(const void *row, int r, int64_t nb, gt_cpu_ig_block *o
     }
 }
 
-/* Q4_K: sub-block s of super-block i is panel block 8i+s, scale d*sc and
- * min dmin*m as gt_dequantize_q4_K rounds them. */
-static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+/* One K-quant super-block into panel blocks out[0..7]: sub-block s with
+ * scale d*sc and min dmin*m as gt_dequantize_q4_K rounds them; qh (Q5_K's
+ * fifth bits, bit s of qh[e]) or NULL (Q4_K). */
+static void repack_k_super(float d, float dmin, const uint8_t scales[12], const uint8_t *qs,
+                           const uint8_t *qh, int r, gt_cpu_ig_block *out)
 {
-    const gt_block_q4_K *x = row;
-    for (int64_t i = 0; i < nb / 8; i++) {
-        const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
-        for (int s = 0; s < 8; s++) {
-            uint8_t sc, m, u[32];
-            gt_k_scale_min(x[i].scales, s, &sc, &m);
-            const uint8_t *q = x[i].qs + 32 * (s / 2);
-            for (int e = 0; e < 32; e++)
-                u[e] = (uint8_t)(((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 128);
-            store(&out[8 * i + s], r, u, d * (float)sc, dmin * (float)m);
-        }
+    for (int s = 0; s < 8; s++) {
+        uint8_t sc, m, u[32];
+        gt_k_scale_min(scales, s, &sc, &m);
+        const uint8_t *q = qs + 32 * (s / 2);
+        for (int e = 0; e < 32; e++)
+            u[e] = (uint8_t)(((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + (qh ? 16 * ((qh[e] >> s) & 1) : 0) +
+                             128);
+        store(&out[s], r, u, d * (float)sc, dmin * (float)m);
     }
 }
 
-/* Q5_K: Q4_K's layout plus a fifth bit per weight, bit s of qh[e]. */
+static void repack_q4_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
+{
+    const gt_block_q4_K *x = row;
+    for (int64_t i = 0; i < nb / 8; i++)
+        repack_k_super(gt_f16_to_f32(x[i].d), gt_f16_to_f32(x[i].dmin), x[i].scales, x[i].qs, NULL, r,
+                       out + 8 * i);
+}
+
 static void repack_q5_K(const void *row, int r, int64_t nb, gt_cpu_ig_block *out)
 {
     const gt_block_q5_K *x = row;
-    for (int64_t i = 0; i < nb / 8; i++) {
-        const float d = gt_f16_to_f32(x[i].d), dmin = gt_f16_to_f32(x[i].dmin);
-        for (int s = 0; s < 8; s++) {
-            uint8_t sc, m, u[32];
-            gt_k_scale_min(x[i].scales, s, &sc, &m);
-            const uint8_t *q = x[i].qs + 32 * (s / 2);
-            for (int e = 0; e < 32; e++)
-                u[e] = (uint8_t)(((s & 1) ? q[e] >> 4 : q[e] & 0x0F) + 16 * ((x[i].qh[e] >> s) & 1) +
-                                 128);
-            store(&out[8 * i + s], r, u, d * (float)sc, dmin * (float)m);
-        }
-    }
+    for (int64_t i = 0; i < nb / 8; i++)
+        repack_k_super(gt_f16_to_f32(x[i].d), gt_f16_to_f32(x[i].dmin), x[i].scales, x[i].qs, x[i].qh,
+                       r, out + 8 * i);
 }
 
 typedef void (*repack_fn)(const void *row, int r, int64_t nb, gt_cpu_ig_block *out);
