@@ -38,12 +38,15 @@ typedef struct peak_job {
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static int32_t loop_vnni(long iters)
 {
     __m512i acc[CHAINS];
+#pragma GCC unroll 16
     for (int j = 0; j < CHAINS; j++)
         acc[j] = _mm512_set1_epi32(j);
     const __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x05060708);
-    for (long i = 0; i < iters; i++)
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 16 /* the accumulators must live in registers */
         for (int j = 0; j < CHAINS; j++)
             acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+    }
     __m512i s = acc[0];
     for (int j = 1; j < CHAINS; j++)
         s = _mm512_add_epi32(s, acc[j]);
@@ -55,13 +58,19 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static int32_t loop_vnni(
 __attribute__((target("avx2"))) static int32_t loop_avx2(long iters)
 {
     __m256i acc[CHAINS];
+#pragma GCC unroll 16
     for (int j = 0; j < CHAINS; j++)
         acc[j] = _mm256_set1_epi32(j);
-    const __m256i a = _mm256_set1_epi32(0x01020304), b = _mm256_set1_epi32(0x05060708);
-    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a = _mm256_set1_epi32(0x01020304);
+    const __m256i b = _mm256_set1_epi32(0x05060708), ones = _mm256_set1_epi16(1);
     for (long i = 0; i < iters; i++)
-        for (int j = 0; j < CHAINS; j++)
+#pragma GCC unroll 16 /* the accumulators must live in registers */
+        for (int j = 0; j < CHAINS; j++) {
+            /* a made opaque before each product: otherwise the products of
+             * two constants are computed once and only the adds are timed */
+            __asm__ volatile("" : "+x"(a));
             acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+        }
     __m256i s = acc[0];
     for (int j = 1; j < CHAINS; j++)
         s = _mm256_add_epi32(s, acc[j]);
