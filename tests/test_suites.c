@@ -131,6 +131,17 @@ END_TEST
 /* stories260K q8_0 on reference and cpu; one tier per suite under test (each
  * after smoke, which every tier needs first) and one with all of them. The
  * tolerances are the ones the faults must break. */
+/* Under ASan the reference cell's 2 s soak measures 0-2.3 MiB of RSS
+ * growth (2026-12-07, three runs: 2.03 and 2.28 failed the suite's 2 MiB):
+ * ASan's allocator fills its quarantine and metadata as the few iterations
+ * run. The leak fault still measures 177 MiB there, so a bound of 8 keeps
+ * what the faulted tests show; plain builds keep the suite's 2 MiB. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SOAK_TOL ",\n   \"soak.rss_growth_mib\": {\"max\": 8, \"note\": \"ASan's allocator\"}"
+#else
+#define SOAK_TOL ""
+#endif
+
 static void write_matrix(void)
 {
     char text[8192], path[4200];
@@ -143,7 +154,7 @@ static void write_matrix(void)
              " \"tolerances\": {\"default\": {\n"
              "   \"functional.prefill_max_abs_diff\": {\"max\": 1},\n"
              "   \"accuracy.drift_kld_mean\": {\"max\": 2e-3},\n"
-             "   \"accuracy.drift_top1\": {\"min\": 0.93}}},\n"
+             "   \"accuracy.drift_top1\": {\"min\": 0.93}" SOAK_TOL "}},\n"
              " \"tiers\": {\n"
              "  \"all\": {\"suites\": [\"smoke\", \"functional\", \"accuracy\", \"performance\", "
              "\"soak\"],\n"

@@ -47,10 +47,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static int32_t loop_vnni(
         for (int j = 0; j < CHAINS; j++)
             acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
     }
+    /* xor, not a sum: the int32 lanes have wrapped, and a C sum of them
+     * would overflow (UB); any use of every chain keeps the loop alive */
     __m512i s = acc[0];
     for (int j = 1; j < CHAINS; j++)
-        s = _mm512_add_epi32(s, acc[j]);
-    return _mm512_reduce_add_epi32(s);
+        s = _mm512_xor_si512(s, acc[j]);
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
 }
 
 /* MACs per iteration: CHAINS x 32 (one ymm vpmaddubsw: 32 byte products,
@@ -73,10 +75,8 @@ __attribute__((target("avx2"))) static int32_t loop_avx2(long iters)
         }
     __m256i s = acc[0];
     for (int j = 1; j < CHAINS; j++)
-        s = _mm256_add_epi32(s, acc[j]);
-    int32_t out[8];
-    _mm256_storeu_si256((__m256i *)out, s);
-    return out[0] + out[7];
+        s = _mm256_xor_si256(s, acc[j]);
+    return _mm_cvtsi128_si32(_mm256_castsi256_si128(s));
 }
 
 static void *run(void *arg)
