@@ -157,6 +157,21 @@ static void cases_get_rows(oc_list *l, const gt_type *types, int n_types)
             }
 }
 
+/* One MUL_MAT case: t weights of k x n against m f32 activation rows. */
+static void mul_mat_case(oc_list *l, gt_type t, int64_t k, int64_t n, int64_t m)
+{
+    oc_case *c = add(l, GT_OP_MUL_MAT, t);
+    if (!c)
+        return;
+    c->n_src = 2;
+    c->src[0] = S(t, k, n, FILL_WEIGHT, 0);
+    c->src[1] = S(GT_TYPE_F32, k, m, FILL_GAUSS, 0);
+    c->out_ne0 = n, c->out_ne1 = m;
+    c->threshold = quantized(t) ? 5e-4 : 1e-8;
+    snprintf(c->desc, sizeof c->desc, "k=%lld,n_out=%lld,batch=%lld", (long long)k, (long long)n,
+             (long long)m);
+}
+
 /* later: the K-quant shapes (K = 512, 2048) are for the later types only. */
 static void cases_mul_mat(oc_list *l, const gt_type *types, int n_types, bool later)
 {
@@ -172,16 +187,7 @@ static void cases_mul_mat(oc_list *l, const gt_type *types, int n_types, bool la
                 const int64_t k = shapes[si][0], n = shapes[si][1], m = batches[bi];
                 if (!fits(t, k))
                     continue;
-                oc_case *c = add(l, GT_OP_MUL_MAT, t);
-                if (!c)
-                    continue;
-                c->n_src = 2;
-                c->src[0] = S(t, k, n, FILL_WEIGHT, 0);
-                c->src[1] = S(GT_TYPE_F32, k, m, FILL_GAUSS, 0);
-                c->out_ne0 = n, c->out_ne1 = m;
-                c->threshold = quantized(t) ? 5e-4 : 1e-8;
-                snprintf(c->desc, sizeof c->desc, "k=%lld,n_out=%lld,batch=%lld", (long long)k,
-                         (long long)n, (long long)m);
+                mul_mat_case(l, t, k, n, m);
             }
 }
 
@@ -200,16 +206,7 @@ static void cases_mul_mat_ragged(oc_list *l)
                 const int64_t k = shapes[si][0], n = shapes[si][1], m = batches[bi];
                 if (!fits(t, k))
                     continue;
-                oc_case *c = add(l, GT_OP_MUL_MAT, t);
-                if (!c)
-                    continue;
-                c->n_src = 2;
-                c->src[0] = S(t, k, n, FILL_WEIGHT, 0);
-                c->src[1] = S(GT_TYPE_F32, k, m, FILL_GAUSS, 0);
-                c->out_ne0 = n, c->out_ne1 = m;
-                c->threshold = quantized(t) ? 5e-4 : 1e-8;
-                snprintf(c->desc, sizeof c->desc, "k=%lld,n_out=%lld,batch=%lld", (long long)k,
-                         (long long)n, (long long)m);
+                mul_mat_case(l, t, k, n, m);
             }
 }
 
