@@ -22,7 +22,9 @@
 #   env:   GT_BUILD_DIR (build), GT_BENCH_DIR (derived models, as ci/bench.sh),
 #          GT_SMOLLM2 (skip the fetch), BACKEND (cpu), THREADS (2),
 #          PARALLEL (4), CLIENTS ("1 4 16"), REQUESTS (32 per run),
-#          MAX_TOKENS (32), CTX (512 per slot), LLAMA_ARGS (extra llama-server
+#          MAX_TOKENS (32), CTX (512 per slot), DRIVER (a driver profile
+#          setting for both gauntlet servers, e.g. DRIVER=act=q8 for the cpu
+#          backend's 8-bit activations), LLAMA_ARGS (extra llama-server
 #          arguments; on a shared, oversubscribed machine its spin-waiting
 #          threads collapse, and LLAMA_ARGS="--poll 0" makes them sleep)
 set -euo pipefail
@@ -37,6 +39,9 @@ CLIENTS=${CLIENTS:-"1 4 16"}
 REQUESTS=${REQUESTS:-32}
 MAX_TOKENS=${MAX_TOKENS:-32}
 CTX=${CTX:-512}
+DRIVER=${DRIVER:-}
+driver=()
+[ -z "$DRIVER" ] || driver=(--driver "$DRIVER")
 read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 [ -x "$G" ] || { echo "ci/bench-serve.sh: $G not built (run ci/setup.sh first)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "ci/bench-serve.sh: python3 is needed" >&2; exit 2; }
@@ -71,7 +76,7 @@ start_gauntlet() {
   port=""
   : >"$tmp/$name.log" # before the child opens it, so the first poll finds it
   "$G" serve -m "$MODEL" -b "$BACKEND" -t "$THREADS" -c "$CTX" --parallel "$np" --port 0 \
-    --queue 64 -q </dev/null >/dev/null 2>"$tmp/$name.log" &
+    --queue 64 -q "${driver[@]}" </dev/null >/dev/null 2>"$tmp/$name.log" &
   pids+=($!)
   echo $! >"$tmp/$name.pid"
   for _ in $(seq 300); do # 30 s
@@ -117,7 +122,7 @@ else
   peer=""
 fi
 
-echo "bench-serve: $(basename "$MODEL") on $BACKEND, $THREADS threads, $CTX positions per slot," \
+echo "bench-serve: $(basename "$MODEL") on $BACKEND${DRIVER:+ ($DRIVER)}, $THREADS threads, $CTX positions per slot," \
      "$REQUESTS requests per run, max_tokens $MAX_TOKENS, temperature 0${LLAMA_ARGS:+, llama-server $LLAMA_ARGS}"
 echo "  load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 [ -n "$peer" ] || echo "  (llama-server: skipped: peer not built; run ci/peer-llamacpp.sh)"

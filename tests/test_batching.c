@@ -208,12 +208,17 @@ END_TEST
 
 /* The cpu backend's decode of several sequences (MUL_MAT of 2..15 rows,
  * under the BLAS threshold) gives each row the same bytes as a MUL_MAT of
- * that row alone, for Q8_0 (four rows share each weight read: fdot4) and
- * F32 weights. */
-static void rows_alone(gt_type type)
+ * that row alone, for Q8_0 (four rows share each weight read: fdot4, or
+ * qdot4 with act = "q8") and F32 weights. */
+static void rows_alone(gt_type type, const char *act)
 {
     enum { K = 256, N_OUT = 96, ROWS = 7 };
+    setenv("GT_CPU_ACT", act, 1);
     gt_backend *b = open_be("cpu", 2, 0, 0);
+    unsetenv("GT_CPU_ACT");
+    char want[16];
+    snprintf(want, sizeof want, "act=%s", act);
+    ck_assert_msg(strstr(b->info.extra, want), "%s", b->info.extra);
     const gt_backend_iface *bi = b->iface;
     const size_t wrow = gt_row_size(type, K);
     float *wf = malloc(sizeof(float) * K * N_OUT), *x = malloc(sizeof(float) * K * ROWS);
@@ -247,8 +252,8 @@ static void rows_alone(gt_type type)
             ck_assert(bi->download(bo, 0, dst, sizeof(float) * N_OUT * (size_t)rows, &err) == 0);
             if (rows == 1)
                 ck_assert_msg(memcmp(one, all + (size_t)at * N_OUT, sizeof(float) * N_OUT) == 0,
-                              "%s: row %d of %d differs from the row alone", gt_type_name(type),
-                              at, ROWS);
+                              "%s, act=%s: row %d of %d differs from the row alone",
+                              gt_type_name(type), act, at, ROWS);
             if (rows == ROWS)
                 break;
         }
@@ -262,9 +267,12 @@ static void rows_alone(gt_type type)
 
 START_TEST(cpu_rows_alone)
 {
-    rows_alone(GT_TYPE_Q8_0);
-    rows_alone(GT_TYPE_F32);
-    rows_alone(GT_TYPE_Q4_1);
+    rows_alone(GT_TYPE_Q8_0, "f32");
+    rows_alone(GT_TYPE_F32, "f32");
+    rows_alone(GT_TYPE_Q4_1, "f32");
+    const gt_type q8_types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
+    for (int i = 0; i < 3; i++)
+        rows_alone(q8_types[i], "q8");
 }
 END_TEST
 

@@ -9,7 +9,8 @@
  * runtime promises bit-identical logits beside other sequences, so even
  * logprobs must match exactly. /health is polled meanwhile to prove that
  * requests really ran together (running > 1), else the check proves
- * nothing.
+ * nothing. The cpu backend with Q8_0 weights, on both activation paths,
+ * must give the same bytes too (test_parallel_cpu_equals_serial).
  *
  * Slots come back: clients that give up (a plain request and a stream)
  * free their slots, which /health shows, and the next requests complete;
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -257,12 +259,16 @@ static int run_all(int port, char *out[N_REQ])
     return pl.max_running;
 }
 
-START_TEST(test_parallel_answers_equal_serial)
+/* The request set on `serve -m model extra...` at --parallel 1 and 4:
+ * every answer byte-identical, with requests provably running together. */
+static void answers_equal_serial(const char *model, const char *const *extra)
 {
     char *serial[N_REQ], *par[N_REQ];
+    const char *one[16] = {"-q"}, *four[16] = {"-q", "--parallel", "4"};
+    for (int i = 0; extra[i]; i++)
+        one[1 + i] = four[3 + i] = extra[i];
     gt_test_server s;
-    const char *one[] = {"-q", NULL};
-    ck_assert_msg(gt_test_serve_start(&s, model_path, one) == 0, "serve did not come up");
+    ck_assert_msg(gt_test_serve_start(&s, model, one) == 0, "serve did not come up");
     int slots = 0;
     ck_assert_int_eq(health_running(s.port, &slots), 0);
     ck_assert_int_eq(slots, 1);
@@ -270,8 +276,7 @@ START_TEST(test_parallel_answers_equal_serial)
     ck_assert_int_eq(gt_test_serve_stop(&s), 0);
     ck_assert_msg(serial_peak <= 1, "--parallel 1 ran %d requests together", serial_peak);
 
-    const char *four[] = {"-q", "--parallel", "4", NULL};
-    ck_assert_msg(gt_test_serve_start(&s, model_path, four) == 0, "serve --parallel 4 did not come up");
+    ck_assert_msg(gt_test_serve_start(&s, model, four) == 0, "serve --parallel 4 did not come up");
     ck_assert_int_eq(health_running(s.port, &slots), 0);
     ck_assert_int_eq(slots, 4);
     const int peak = run_all(s.port, par);
@@ -292,6 +297,43 @@ START_TEST(test_parallel_answers_equal_serial)
         free(par[i]);
     }
     ck_assert_msg(differ == 0, "%d of %d answers differ between --parallel 1 and 4", differ, N_REQ);
+}
+
+START_TEST(test_parallel_answers_equal_serial)
+{
+    const char *none[] = {NULL};
+    answers_equal_serial(model_path, none);
+}
+END_TEST
+
+/* The same on the cpu backend with Q8_0 weights, on both dot paths. The
+ * cpu backend is exact only row by row: a MUL_MAT of blas_min_batch rows
+ * or more takes BLAS (act=f32) or the integer GEMM (act=q8), which round
+ * differently from the dot path that a few decode rows take. So the
+ * server evaluates each new prompt in its own call, never beside the
+ * decode tokens (serve_worker.c). GT_CPU_BLAS_MIN_BATCH=5 makes that
+ * matter for these short prompts: beside three decode tokens, any prompt
+ * of two tokens or more would cross it. Logprobs print to the last bit,
+ * so a moved decode row shows. */
+START_TEST(test_parallel_cpu_equals_serial)
+{
+    const char *q8 = gt_test_tmp("serve-parallel.q8_0.gguf");
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl(GT_BINARY_DIR "/gauntlet", "gauntlet", "quantize", "--quiet", model_path, q8, "q8_0",
+              (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gauntlet quantize failed (%d)", st);
+    setenv("GT_CPU_BLAS_MIN_BATCH", "5", 1);
+    const char *f32[] = {"-b", "cpu", "-t", "2", "--driver", "act=f32", NULL};
+    const char *act_q8[] = {"-b", "cpu", "-t", "2", "--driver", "act=q8", NULL};
+    answers_equal_serial(q8, f32);
+    answers_equal_serial(q8, act_q8);
+    unsetenv("GT_CPU_BLAS_MIN_BATCH");
 }
 END_TEST
 
@@ -376,6 +418,7 @@ int main(void)
     TCase *tc = tcase_create("parallel");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_parallel_answers_equal_serial);
+    tcase_add_test(tc, test_parallel_cpu_equals_serial);
     tcase_add_test(tc, test_cancelled_and_timed_out_free_their_slots);
     suite_add_tcase(s, tc);
     int rc = gt_test_run(s);

@@ -66,6 +66,10 @@ typedef void (*gt_cpu_quant_fn)(const float *x, int64_t n, int8_t *q, float *d);
 /* Dot of one quantized weight row (nb blocks) with one quantized activation row. */
 typedef float (*gt_cpu_qdot_fn)(const void *w, const int8_t *q, const float *d, const float *s,
                                 int64_t nb);
+/* qdot of one weight row with 4 activation rows at once (out[j] = qdot(w,
+ * q[j], d[j], s[j], nb), the same bytes, as fdot4 below). */
+typedef void (*gt_cpu_qdot4_fn)(const void *w, const int8_t *const q[4], const float *const d[4],
+                                const float *const s[4], int64_t nb, float out[4]);
 /* Dot of one weight row of n elements with an F32 row: F32/F16/BF16, and
  * the quantized types dequantized in registers (n a multiple of the
  * type's block: 32, or 256 for the K-quants). */
@@ -121,6 +125,7 @@ typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
     gt_cpu_quant_fn quantize_act;
     gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 (others NULL) */
+    gt_cpu_qdot4_fn qdot4[GT_TYPE_COUNT];     /* the same types on avx2/avx512, else NULL */
     gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* every weight type */
     gt_cpu_fdot4_fn fdot4[GT_TYPE_COUNT];     /* where written (avx512 Q8_0), else NULL */
     gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* every weight type; bit-exact */

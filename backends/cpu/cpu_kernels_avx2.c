@@ -590,8 +590,11 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->name = "avx2";
     k->quantize_act = quantize_act;
     k->qdot[GT_TYPE_Q8_0] = avx2_qdot_q8_0;
+    k->qdot4[GT_TYPE_Q8_0] = avx2_qdot4_q8_0;
     k->qdot[GT_TYPE_Q4_0] = avx2_qdot_q4_0;
+    k->qdot4[GT_TYPE_Q4_0] = avx2_qdot4_q4_0;
     k->qdot[GT_TYPE_Q4_1] = avx2_qdot_q4_1;
+    k->qdot4[GT_TYPE_Q4_1] = avx2_qdot4_q4_1;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;

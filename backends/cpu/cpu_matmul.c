@@ -11,7 +11,9 @@
  * With GT_CPU_ACT=q8, Q8_0/Q4_0/Q4_1 products instead first quantize the
  * activations to 8-bit blocks (all threads share one copy, split by rows,
  * then a barrier; consecutive products of the same input, q/k/v and
- * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h).
+ * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h;
+ * four activation rows share each weight read through qdot4, as fdot4
+ * does on the f32 path).
  * On SmolLM2-135M that rounding costs ~5% top-1 agreement with the
  * reference in decode, for no measured speed gain (README.md). Weight
  * rows are handed out in chunks, each thread starting at its own chunk and
@@ -143,6 +145,7 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
     const gt_cpu_qdot_fn qdot = act_qdot(c, w->type);
     const gt_cpu_fdot_fn fdot = c->k.fdot[w->type];
     const gt_cpu_fdot4_fn fdot4 = c->k.fdot4[w->type];
+    const gt_cpu_qdot4_fn qdot4 = qdot ? c->k.qdot4[w->type] : NULL;
     const int64_t nb = k / GT_CPU_QK;
     gt_cpu_act8 act = {0};
     if (qdot)
@@ -161,7 +164,23 @@ static void mul_mat_dot(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, 
             const int64_t r1 = r0 + DOT_ROW_BLOCK < c1 ? r0 + DOT_ROW_BLOCK : c1;
             for (int64_t i = 0; i < n_tok; i++) {
                 float *o = out + i * n_out;
-                if (qdot) {
+                if (qdot4 && i + 4 <= n_tok) { /* four rows per weight read, as fdot4 */
+                    const int8_t *const q4[4] = {aq + i * k, aq + (i + 1) * k, aq + (i + 2) * k,
+                                                 aq + (i + 3) * k};
+                    const float *const d4[4] = {ad + i * nb, ad + (i + 1) * nb, ad + (i + 2) * nb,
+                                                ad + (i + 3) * nb};
+                    const float *const s4[4] = {as + i * nb, as + (i + 1) * nb, as + (i + 2) * nb,
+                                                as + (i + 3) * nb};
+                    float v[4];
+                    for (int64_t r = r0; r < r1; r++) {
+                        if (i == 0)
+                            prefetch_row(wbase + (size_t)r * wrow + PREFETCH_BYTES, wrow);
+                        qdot4(wbase + (size_t)r * wrow, q4, d4, s4, nb, v);
+                        for (int j = 0; j < 4; j++)
+                            o[j * n_out + r] = v[j];
+                    }
+                    i += 3;
+                } else if (qdot) {
                     const int8_t *q = aq + i * k;
                     const float *d = ad + i * nb, *s = as + i * nb;
                     for (int64_t r = r0; r < r1; r++) {

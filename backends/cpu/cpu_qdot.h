@@ -111,39 +111,6 @@ static inline QD_T void QD_NAME(f16s_times)(const uint8_t *blk, int stride, int6
     }
 }
 
-/* c[j] = dw[j] * d[j] for n blocks (scale at byte 0 of each block, stride
- * bytes apart); returns sum of dw[j]*s[j] when s, or of m[j]*s[j] when
- * moff >= 0 (Q4_1: m at byte moff). */
-static inline QD_T float QD_NAME(scales)(const uint8_t *blk, int stride, int moff, const float *d,
-                                        const float *s, int64_t n, float *c)
-{
-    __m256 off = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 dw = QD_NAME(gather_f16)(blk + j * stride, stride);
-        _mm256_storeu_ps(c + j, _mm256_mul_ps(dw, _mm256_loadu_ps(d + j)));
-        if (moff >= 0)
-            off = _mm256_fmadd_ps(QD_NAME(gather_f16)(blk + j * stride + moff, stride),
-                                  _mm256_loadu_ps(s + j), off);
-        else if (s)
-            off = _mm256_fmadd_ps(dw, _mm256_loadu_ps(s + j), off);
-    }
-    float tail = 0.0f;
-    for (; j < n; j++) {
-        uint16_t h;
-        memcpy(&h, blk + j * stride, sizeof h);
-        const float dw = QD_NAME(f16)(h);
-        c[j] = dw * d[j];
-        if (moff >= 0) {
-            memcpy(&h, blk + j * stride + moff, sizeof h);
-            tail += QD_NAME(f16)(h) * s[j];
-        } else if (s) {
-            tail += dw * s[j];
-        }
-    }
-    return QD_NAME(hsum)(off) + tail;
-}
-
 static inline QD_T __m256i QD_NAME(nibbles)(const uint8_t *qs)
 {
     const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
@@ -151,76 +118,135 @@ static inline QD_T __m256i QD_NAME(nibbles)(const uint8_t *qs)
     return _mm256_and_si256(sh, _mm256_set1_epi8(0x0F));
 }
 
-static QD_T float QD_NAME(qdot_q8_0)(const void *w, const int8_t *q, const float *d,
-                                    const float *s, int64_t nb)
+/* The weight types with a Q8-activation dot, as rows() takes them. */
+enum { QD_Q8_0, QD_Q4_0, QD_Q4_1 };
+
+/* A block's 32 weights as bytes: Q8_0's int8 as stored, Q4's nibbles. */
+static inline __attribute__((always_inline)) QD_T __m256i QD_NAME(wbytes)(const int type,
+                                                                         const uint8_t *qs)
 {
-    (void)s;
-    const gt_block_q8_0 *x = w;
-    float c[QD_CHUNK];
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    return type == QD_Q8_0 ? _mm256_loadu_si256((const __m256i *)qs) : QD_NAME(nibbles)(qs);
+}
+
+/* The block's integer products with the activations at qa, summed by 4:
+ * Q8_0 takes the sign trick (|w| unsigned times sign(w)*a). */
+static inline __attribute__((always_inline)) QD_T __m256i QD_NAME(prod)(const int type, __m256i u,
+                                                                       const int8_t *qa)
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qa);
+    return type == QD_Q8_0 ? QD_DOTUS(_mm256_sign_epi8(u, u), _mm256_sign_epi8(a, u))
+                           : QD_DOTUS(u, a);
+}
+
+/* out[t] = the dot of one weight row (nb blocks of `type`) with each of
+ * the R activation rows q[t] (scales d[t], sums s[t]). Written once for
+ * R = 1 (qdot) and R = 4 (qdot4) and inlined with both constants, so every
+ * row goes through the same operations in the same order whatever R is:
+ * a row decoded beside three others gets the bytes it gets alone (batch
+ * invariance), while the weight blocks are loaded, unpacked and their
+ * scales converted once for all R rows.
+ *
+ * Per chunk of up to QD_CHUNK blocks: c[t][j] = dw[j] * d[t][j] (the
+ * weight scales gathered 8 at a time, see f16s) and, for Q4_0/Q4_1, the
+ * offset sum of dw*s (Q4_0: sum (q-8)*a = sum q*a - 8*sum a) or m*s (Q4_1).
+ * Then each block's integer products are scaled by c from memory, even
+ * blocks into acc0 and odd ones into acc1 (two chains hide the FMA's
+ * latency). */
+static inline __attribute__((always_inline)) QD_T void
+QD_NAME(rows)(const int type, const void *w, const int8_t *const *q, const float *const *d,
+              const float *const *s, int64_t nb, const int R, float *out)
+{
+    const int stride = type == QD_Q8_0   ? (int)sizeof(gt_block_q8_0)
+                       : type == QD_Q4_0 ? (int)sizeof(gt_block_q4_0)
+                                         : (int)sizeof(gt_block_q4_1);
+    const int qoff = type == QD_Q8_0   ? (int)offsetof(gt_block_q8_0, qs)
+                     : type == QD_Q4_0 ? (int)offsetof(gt_block_q4_0, qs)
+                                       : (int)offsetof(gt_block_q4_1, qs);
+    const int moff = type == QD_Q4_1 ? (int)offsetof(gt_block_q4_1, m) : -1;
+    const bool offs = type != QD_Q8_0;
+    const uint8_t *x = w;
+    float c[4][QD_CHUNK], off[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    __m256 acc0[4], acc1[4];
+    for (int t = 0; t < R; t++)
+        acc0[t] = acc1[t] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += QD_CHUNK) {
         const int64_t n = nb - b0 < QD_CHUNK ? nb - b0 : QD_CHUNK;
-        QD_NAME(scales)((const uint8_t *)(x + b0), (int)sizeof *x, -1, d + b0, NULL, n, c);
-        const int8_t *qa = q + b0 * GT_CPU_QK;
+        const uint8_t *blk = x + b0 * stride;
+        __m256 o[4];
+        float tail[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int t = 0; t < R; t++)
+            o[t] = _mm256_setzero_ps();
         int64_t j = 0;
-        for (; j + 2 <= n; j += 2) {
-            const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b0 + j].qs);
-            const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[b0 + j + 1].qs);
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + j * GT_CPU_QK));
-            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa + (j + 1) * GT_CPU_QK));
-            const __m256i p0 = QD_DOTUS(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(a0, w0));
-            const __m256i p1 = QD_DOTUS(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(a1, w1));
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), _mm256_cvtepi32_ps(p0), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j + 1), _mm256_cvtepi32_ps(p1), acc1);
+        for (; j + 8 <= n; j += 8) {
+            const __m256 dw = QD_NAME(gather_f16)(blk + j * stride, stride);
+            const __m256 mw = moff >= 0 ? QD_NAME(gather_f16)(blk + j * stride + moff, stride) : dw;
+            for (int t = 0; t < R; t++) {
+                _mm256_storeu_ps(c[t] + j, _mm256_mul_ps(dw, _mm256_loadu_ps(d[t] + b0 + j)));
+                if (offs)
+                    o[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(s[t] + b0 + j), o[t]);
+            }
+        }
+        for (; j < n; j++) {
+            uint16_t h;
+            memcpy(&h, blk + j * stride, sizeof h);
+            const float dw = QD_NAME(f16)(h);
+            float mw = dw;
+            if (moff >= 0) {
+                memcpy(&h, blk + j * stride + moff, sizeof h);
+                mw = QD_NAME(f16)(h);
+            }
+            for (int t = 0; t < R; t++) {
+                c[t][j] = dw * d[t][b0 + j];
+                if (offs)
+                    tail[t] += mw * s[t][b0 + j];
+            }
+        }
+        if (offs)
+            for (int t = 0; t < R; t++)
+                off[t] += QD_NAME(hsum)(o[t]) + tail[t];
+        for (j = 0; j + 2 <= n; j += 2) {
+            const uint8_t *w0 = blk + j * stride + qoff;
+            const __m256i u0 = QD_NAME(wbytes)(type, w0), u1 = QD_NAME(wbytes)(type, w0 + stride);
+            for (int t = 0; t < R; t++) {
+                const int8_t *qa = q[t] + (b0 + j) * GT_CPU_QK;
+                const __m256i p0 = QD_NAME(prod)(type, u0, qa);
+                const __m256i p1 = QD_NAME(prod)(type, u1, qa + GT_CPU_QK);
+                acc0[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(c[t] + j), _mm256_cvtepi32_ps(p0), acc0[t]);
+                acc1[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(c[t] + j + 1), _mm256_cvtepi32_ps(p1),
+                                          acc1[t]);
+            }
         }
         if (j < n) {
-            const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[b0 + j].qs);
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + j * GT_CPU_QK));
-            const __m256i p0 = QD_DOTUS(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(a0, w0));
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), _mm256_cvtepi32_ps(p0), acc0);
+            const __m256i u0 = QD_NAME(wbytes)(type, blk + j * stride + qoff);
+            for (int t = 0; t < R; t++) {
+                const __m256i p0 = QD_NAME(prod)(type, u0, q[t] + (b0 + j) * GT_CPU_QK);
+                acc0[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(c[t] + j), _mm256_cvtepi32_ps(p0), acc0[t]);
+            }
         }
     }
-    return QD_NAME(hsum)(_mm256_add_ps(acc0, acc1));
+    for (int t = 0; t < R; t++) {
+        const float v = QD_NAME(hsum)(_mm256_add_ps(acc0[t], acc1[t]));
+        out[t] = type == QD_Q4_0 ? v - 8.0f * off[t] : type == QD_Q4_1 ? v + off[t] : v;
+    }
 }
 
-/* Q4_0 and Q4_1 share the loop; they differ in block type and offset term. */
-#define QD_Q4_BODY(BLOCK, MOFF, SIGN)                                                            \
-    const BLOCK *x = w;                                                                          \
-    float c[QD_CHUNK];                                                                           \
-    float off = 0.0f;                                                                            \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                               \
-    for (int64_t b0 = 0; b0 < nb; b0 += QD_CHUNK) {                                              \
-        const int64_t n = nb - b0 < QD_CHUNK ? nb - b0 : QD_CHUNK;                               \
-        off += QD_NAME(scales)((const uint8_t *)(x + b0), (int)sizeof *x, MOFF, d + b0, s + b0, \
-                               n, c);                                                            \
-        const int8_t *qa = q + b0 * GT_CPU_QK;                                                   \
-        int64_t j = 0;                                                                           \
-        for (; j + 2 <= n; j += 2) {                                                             \
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + j * GT_CPU_QK));       \
-            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa + (j + 1) * GT_CPU_QK)); \
-            const __m256i p0 = QD_DOTUS(QD_NAME(nibbles)(x[b0 + j].qs), a0);                     \
-            const __m256i p1 = QD_DOTUS(QD_NAME(nibbles)(x[b0 + j + 1].qs), a1);                 \
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), _mm256_cvtepi32_ps(p0), acc0);    \
-            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j + 1), _mm256_cvtepi32_ps(p1), acc1); \
-        }                                                                                        \
-        if (j < n) {                                                                             \
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + j * GT_CPU_QK));       \
-            const __m256i p0 = QD_DOTUS(QD_NAME(nibbles)(x[b0 + j].qs), a0);                     \
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), _mm256_cvtepi32_ps(p0), acc0);    \
-        }                                                                                        \
-    }                                                                                            \
-    return QD_NAME(hsum)(_mm256_add_ps(acc0, acc1)) SIGN off;
+#define QD_ONE_AND_FOUR(TYPE, KIND)                                                               \
+    static QD_T float QD_NAME(qdot_##TYPE)(const void *w, const int8_t *q, const float *d,       \
+                                          const float *s, int64_t nb)                            \
+    {                                                                                             \
+        float out;                                                                                \
+        QD_NAME(rows)(KIND, w, &q, &d, &s, nb, 1, &out);                                          \
+        return out;                                                                               \
+    }                                                                                             \
+    static QD_T void QD_NAME(qdot4_##TYPE)(const void *w, const int8_t *const q[4],              \
+                                           const float *const d[4], const float *const s[4],     \
+                                           int64_t nb, float out[4])                             \
+    {                                                                                             \
+        QD_NAME(rows)(KIND, w, q, d, s, nb, 4, out);                                              \
+    }
 
-static QD_T float QD_NAME(qdot_q4_0)(const void *w, const int8_t *q, const float *d,
-                                    const float *s, int64_t nb)
-{
-    QD_Q4_BODY(gt_block_q4_0, -1, -8.0f *)
-}
+QD_ONE_AND_FOUR(q8_0, QD_Q8_0)
+QD_ONE_AND_FOUR(q4_0, QD_Q4_0)
+QD_ONE_AND_FOUR(q4_1, QD_Q4_1)
 
-static QD_T float QD_NAME(qdot_q4_1)(const void *w, const int8_t *q, const float *d,
-                                    const float *s, int64_t nb)
-{
-    QD_Q4_BODY(gt_block_q4_1, (int)offsetof(gt_block_q4_1, m), +)
-}
-
-#undef QD_Q4_BODY
+#undef QD_ONE_AND_FOUR

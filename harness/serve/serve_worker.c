@@ -5,10 +5,18 @@
  *
  * On a session of N sequences (--parallel N) it batches continuously: each
  * sequence is a slot; a queued job takes a free slot as soon as there is
- * one, and every step is ONE gt_session_eval_seqs call carrying, for each
- * slot's request, either its whole prompt (just admitted: prefilled in the
- * same call as the others' decode tokens; the runtime packs the entries
- * into micro-batches) or the one token it sampled last. A request that
+ * one, and every step is one gt_session_eval_seqs call carrying the one
+ * token each running request sampled last, plus one call per request just
+ * admitted, carrying its whole prompt. A prompt is not packed beside the
+ * decode tokens because the cpu backend picks its matmul path by the rows
+ * of the whole batch (the dot path below blas_min_batch rows, BLAS or the
+ * integer GEMM from there), and the paths round differently: a prompt
+ * beside the decode tokens moved them onto another path than they take
+ * alone, and with GT_CPU_ACT=q8, whose 8-bit rounding amplifies a last-bit
+ * difference, a temperature-0 answer changed. Alone, a prompt takes the
+ * path it takes on a one-sequence server, and N decode rows (N below
+ * blas_min_batch) take the dot path, whose 4-row kernels give each row the
+ * bytes it gets alone (test_batching cpu_rows_alone). A request that
  * finishes, fails, times out or whose client went away answers and frees
  * its slot (gt_session_seq_truncate to 0) in the same step, and the next
  * queued job takes it before the next eval. Each request keeps its own
@@ -167,6 +175,26 @@ static bool admit(gt_server *s, slot *sl, int k, job *j, bool cancelled)
     return true;
 }
 
+/* Evaluates the n_e entries in one call and advances each one's request;
+ * a request that ends frees its slot. */
+static void step_group(gt_server *s, gt_session *ses, slot *sl, const gt_seq_eval *ev, int n_e,
+                       int *active, int *usable)
+{
+    gt_err err = {{0}};
+    const int rc = gt_session_eval_seqs(ses, ev, n_e, &err);
+    for (int i = 0; i < n_e; i++) {
+        const int k = ev[i].seq;
+        gt_serve_error e = {0};
+        const int st = rc != 0 ? gt_serve_gen_eval_failed(sl[k].g, err.msg, &e)
+                               : gt_serve_gen_step(sl[k].g, &e);
+        if (st != 1) {
+            release(s, sl, k, st, &e);
+            (*active)--;
+            *usable -= sl[k].broken;
+        }
+    }
+}
+
 static void batched(gt_server *s, int n)
 {
     gt_session *ses = s->ctx->session;
@@ -212,27 +240,24 @@ static void batched(gt_server *s, int n)
         }
         pthread_mutex_unlock(&s->mu);
 
-        int m = 0;
+        /* Decode tokens first, together; then each prompt in an eval of
+         * its own (see the top of this file). */
+        int m = 0, n_dec = 0;
         for (int k = 0; k < n; k++)
             if (sl[k].j) {
                 gt_serve_gen_next_eval(sl[k].g, &ev[m]);
                 ev[m++].seq = k;
             }
-        if (m > 0) {
-            gt_err err = {{0}};
-            const int rc = gt_session_eval_seqs(ses, ev, m, &err);
-            for (int i = 0; i < m; i++) {
-                const int k = ev[i].seq;
-                gt_serve_error e = {0};
-                const int st = rc != 0 ? gt_serve_gen_eval_failed(sl[k].g, err.msg, &e)
-                                       : gt_serve_gen_step(sl[k].g, &e);
-                if (st != 1) {
-                    release(s, sl, k, st, &e);
-                    active--;
-                    usable -= sl[k].broken;
-                }
+        for (int i = 0; i < m; i++)
+            if (ev[i].n == 1) {
+                const gt_seq_eval t = ev[n_dec];
+                ev[n_dec++] = ev[i];
+                ev[i] = t;
             }
-        }
+        if (n_dec > 0)
+            step_group(s, ses, sl, ev, n_dec, &active, &usable);
+        for (int i = n_dec; i < m; i++)
+            step_group(s, ses, sl, ev + i, 1, &active, &usable);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
