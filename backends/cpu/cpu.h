@@ -121,6 +121,34 @@ static inline const float *gt_cpu_act_sums(const gt_cpu_act8 *a, gt_type t)
 typedef void (*gt_cpu_igemm_fn)(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0,
                                 int64_t i1, float *out, int64_t ldo, int n_rows);
 
+/* Q4_0 and Q8_0 weights repacked once for the few-row act=q8 products
+ * (cpu_packed.c): 8 weight rows x one 32-element block column in the bytes
+ * of 8 blocks, laid out so one 32-byte load holds 4 quant bytes of each of
+ * the 8 rows (VNNI's operand shape):
+ *   d[r]        row r's f16 scale
+ *   Q4_0: q[g][r][j]  byte 4g+j of row r's qs: its low nibble is weight
+ *                     4g+j, its high nibble weight 16+4g+j
+ *   Q8_0: q[g][r][j]  weight 4g+j of row r plus 128 (unsigned; the
+ *                     activations' -128 * sum q takes it off again)
+ * Rows past the matrix's end are zero (d = 0). */
+#define GT_CPU_PK_ROWS 8
+typedef struct gt_cpu_pk_q4_0 {
+    uint16_t d[GT_CPU_PK_ROWS];
+    uint8_t q[4][GT_CPU_PK_ROWS][4];
+} gt_cpu_pk_q4_0;
+typedef struct gt_cpu_pk_q8_0 {
+    uint16_t d[GT_CPU_PK_ROWS];
+    uint8_t q[8][GT_CPU_PK_ROWS][4];
+} gt_cpu_pk_q8_0;
+
+/* out[i*ldo + r] for activation rows [i0, i1) and the n_rows (<= 8) rows
+ * of one panel of nb packed blocks (gt_cpu_pk_q4_0 or _q8_0 by type): per
+ * row and block, the exact integer sum of w * q, times d_w, then
+ * fused-multiply-added with d_a into the row's sum, the same operations
+ * whatever the number of rows. */
+typedef void (*gt_cpu_pk_fn)(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
+                             int64_t i1, float *out, int64_t ldo, int n_rows);
+
 typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
     gt_cpu_quant_fn quantize_act;
@@ -141,6 +169,7 @@ typedef struct gt_cpu_kernels {
      * exactly, so one exp and a division, and no cancellation near 0. */
     void (*gelu_mul)(const float *a, const float *b, float *t, int64_t n);
     gt_cpu_igemm_fn igemm;       /* every table has one */
+    gt_cpu_pk_fn pk[GT_TYPE_COUNT]; /* Q4_0 and Q8_0 in every table */
 } gt_cpu_kernels;
 
 void gt_cpu_kernels_scalar(gt_cpu_kernels *k);
@@ -157,6 +186,10 @@ void gt_cpu_igemm_scalar(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t
                          float *out, int64_t ldo, int n_rows);
 void gt_cpu_igemm_avx2(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
                        float *out, int64_t ldo, int n_rows);
+void gt_cpu_pk_q4_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows);
+void gt_cpu_pk_q8_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows);
 void gt_cpu_igemm_avx512(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
                          float *out, int64_t ldo, int n_rows);
 
@@ -194,6 +227,11 @@ typedef struct gt_cpu_ctx {
     atomic_int *counters; /* (n_nodes) work-stealing counters, zeroed per graph */
     int n_counters;
     uint8_t *plan;       /* (n_nodes) GT_CPU_PLAN_* flags, computed per graph */
+
+    /* Weights repacked for the few-row products (cpu_packed.c), made on
+     * first use and kept until their buffer is freed. */
+    struct gt_cpu_packed *packed;
+    int n_packed, cap_packed, packed_hint;
 } gt_cpu_ctx;
 
 /* Per-node plan flags (cpu_backend.c): wait for all threads before the node;
@@ -226,6 +264,14 @@ bool gt_cpu_igemm_takes(const gt_cpu_ctx *c, const gt_tensor *t);
 size_t gt_cpu_igemm_thread_floats(const gt_tensor *t);
 void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
                   int nth);
+/* cpu_packed.c: whether the node takes the packed few-row product, the
+ * packing (before the graph runs, one thread: fails only out of memory),
+ * the node kernel, and dropping a freed buffer's packs. */
+bool gt_cpu_packed_takes(const gt_cpu_ctx *c, const gt_tensor *t);
+int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, gt_err *err);
+void gt_cpu_mul_mat_packed(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act,
+                           int ith, int nth);
+void gt_cpu_packed_drop(gt_cpu_ctx *c, const gt_buffer *buf);
 void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act, int ith,
                     int nth);
 void gt_cpu_attention(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, int ith, int nth);

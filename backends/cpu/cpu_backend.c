@@ -644,6 +644,9 @@ static int compute_locked(gt_cpu_ctx *c, const gt_graph *g, gt_err *err)
         if (validate_node(t, err) != 0)
             return gt_err_wrap(err, "cpu: node %d (%s '%s')", n, gt_op_name(t->op), t->name);
         size_t a = 0, f = 0;
+        if (t->op == GT_OP_MUL_MAT && gt_cpu_packed_takes(c, t) &&
+            gt_cpu_packed_prepare(c, t, err) != 0)
+            return gt_err_wrap(err, "cpu: node %d (%s '%s')", n, gt_op_name(t->op), t->name);
         if (t->op == GT_OP_MUL_MAT)
             gt_cpu_mul_mat_scratch(c, t, &a, &f);
         else if (t->op == GT_OP_ATTENTION)
@@ -675,6 +678,7 @@ static void cpu_free(gt_backend *b)
         free(c->tscratch);
         free(c->counters);
         free(c->plan);
+        gt_cpu_packed_drop(c, NULL);
         if (c->mu_ok)
             pthread_mutex_destroy(&c->mu);
         free(c);
@@ -682,12 +686,25 @@ static void cpu_free(gt_backend *b)
     free(b);
 }
 
+/* A freed buffer's packed weights go with it: its address may come back
+ * holding other bytes. */
+static void cpu_buffer_free(gt_buffer *buf)
+{
+    if (buf && buf->backend && buf->backend->ctx) {
+        gt_cpu_ctx *c = buf->backend->ctx;
+        pthread_mutex_lock(&c->mu);
+        gt_cpu_packed_drop(c, buf);
+        pthread_mutex_unlock(&c->mu);
+    }
+    gt_host_buffer_free(buf);
+}
+
 static const gt_backend_iface CPU_IFACE = {
     .free = cpu_free,
     .supports = cpu_supports,
     .buffer_alloc = gt_host_buffer_alloc,
     .buffer_from_host = gt_host_buffer_from_host,
-    .buffer_free = gt_host_buffer_free,
+    .buffer_free = cpu_buffer_free,
     .upload = gt_host_upload,
     .download = gt_host_download,
     .compute = cpu_compute,

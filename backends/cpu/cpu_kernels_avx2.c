@@ -110,6 +110,17 @@ static T_AVX2 void quantize_act(const float *x, int64_t n, int8_t *q, float *d)
 #undef QD_NAME
 #undef QD_DOTUS
 
+/* The packed Q4_0 and Q8_0 few-row kernels (cpu_packed.c). */
+#define PK_T T_AVX2
+#define PK_NAME(x) avx2_##x
+#define PK_DPBUSD(acc, u, s) _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#define PK_Q8_SIGNED 1
+#include "cpu_packed_simd.h"
+#undef PK_Q8_SIGNED
+#undef PK_T
+#undef PK_NAME
+#undef PK_DPBUSD
+
 /* ---- quantized weights x f32 activations (the default dot path) ----------
  * The weights are widened in registers (int8 or nibble -> int32 -> float)
  * and meet the f32 activations in FMAs: no activation rounding at all. The
@@ -621,6 +632,8 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->silu_mul = silu_mul;
     k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_avx2;
+    k->pk[GT_TYPE_Q4_0] = avx2_pk_q4_0;
+    k->pk[GT_TYPE_Q8_0] = avx2_pk_q8_0;
     return true;
 }
 

@@ -47,6 +47,17 @@ static inline T_512 float hsum16(__m512 v)
 #undef QD_NAME
 #undef QD_DOTUS
 
+/* The packed Q4_0 and Q8_0 few-row kernels (cpu_packed.c). */
+#define PK_T T_512
+#define PK_NAME(x) vnni_##x
+#define PK_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define PK_Q8_SIGNED 0
+#include "cpu_packed_simd.h"
+#undef PK_Q8_SIGNED
+#undef PK_T
+#undef PK_NAME
+#undef PK_DPBUSD
+
 /* ---- quantized weights x f32 activations (the default dot path) ----------
  * One 32-weight block is two 512-bit halves. Q8_0: vpmovsxbd widens 16
  * int8 to int32, vcvtdq2ps makes them floats, and the block's products
@@ -541,6 +552,8 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->silu_mul = silu_mul;
     k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_avx512;
+    k->pk[GT_TYPE_Q4_0] = vnni_pk_q4_0;
+    k->pk[GT_TYPE_Q8_0] = vnni_pk_q8_0;
     return true;
 }
 

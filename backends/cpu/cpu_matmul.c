@@ -36,7 +36,9 @@
  * F32 weights go to sgemm in place, no copy at all.
  *
  * With act=q8, the batches that would go to BLAS take the integer GEMM
- * instead where the weight type has one (cpu_igemm.c). */
+ * instead where the weight type has one (cpu_igemm.c), and Q4_0 weights
+ * mapped from the model file take their repacked copy below that
+ * (cpu_packed.c). */
 #include "cpu.h"
 
 #include <string.h>
@@ -223,6 +225,8 @@ void gt_cpu_mul_mat(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool
 {
     if (gt_cpu_igemm_takes(c, t))
         gt_cpu_igemm(c, t, counter, reuse_act, ith, nth);
+    else if (gt_cpu_packed_takes(c, t))
+        gt_cpu_mul_mat_packed(c, t, counter, reuse_act, ith, nth);
     else if (use_blas(c, t))
         mul_mat_blas(c, t, counter, ith, nth);
     else
