@@ -276,6 +276,65 @@ START_TEST(cpu_rows_alone)
 }
 END_TEST
 
+/* With act=q8, a Q4_0 or Q8_0 weight mapped from host is repacked once for
+ * the few-row products (cpu_packed.c), its mapped pages handed back, and
+ * the integer GEMM (blas_min_batch rows and more) then repacks from that
+ * copy: its results must be the bytes it gives from the weight itself. */
+static void gemm_from_packed(gt_type type)
+{
+    enum { K = 256, N_OUT = 96, ROWS = 20 };
+    setenv("GT_CPU_ACT", "q8", 1);
+    gt_backend *b = open_be("cpu", 2, 0, 0);
+    unsetenv("GT_CPU_ACT");
+    const gt_backend_iface *bi = b->iface;
+    const size_t wrow = gt_row_size(type, K);
+    float *wf = malloc(sizeof(float) * K * N_OUT), *x = malloc(sizeof(float) * K * ROWS);
+    char *wq = malloc(wrow * N_OUT);
+    float *first = malloc(sizeof(float) * N_OUT * ROWS), *again = malloc(sizeof(float) * N_OUT * ROWS);
+    ck_assert(wf && x && wq && first && again);
+    for (int i = 0; i < K * N_OUT; i++)
+        wf[i] = (float)sin(i * 0.29) * 0.5f;
+    for (int i = 0; i < K * ROWS; i++)
+        x[i] = (float)cos(i * 0.13);
+    for (int r = 0; r < N_OUT; r++)
+        gt_quantize_row(type, wf + (size_t)r * K, wq + (size_t)r * wrow, K);
+    gt_err err = {{0}};
+    gt_buffer *bw = NULL, *bx = NULL, *bo = NULL;
+    ck_assert_msg(bi->buffer_from_host(b, wq, wrow * N_OUT, &bw, &err) == 0 &&
+                      bi->buffer_alloc(b, sizeof(float) * K * ROWS, &bx, &err) == 0 &&
+                      bi->buffer_alloc(b, sizeof(float) * N_OUT * ROWS, &bo, &err) == 0 &&
+                      bi->upload(bx, 0, x, sizeof(float) * K * ROWS, &err) == 0,
+                  "%s", err.msg);
+    gt_tensor w = {.name = "w", .type = type, .ne = {K, N_OUT}, .buf = bw};
+    const int rows[3] = {ROWS, 2, ROWS}; /* the GEMM, the packing, the GEMM from the copy */
+    for (int k = 0; k < 3; k++) {
+        gt_tensor xt = {.name = "x", .type = GT_TYPE_F32, .ne = {K, rows[k]}, .buf = bx};
+        gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {N_OUT, rows[k]}, .buf = bo,
+                       .op = GT_OP_MUL_MAT, .src = {&w, &xt}};
+        gt_tensor *node = &t;
+        const gt_graph g = {&node, 1};
+        ck_assert_msg(bi->compute(b, &g, &err) == 0, "%s", err.msg);
+        if (k != 1)
+            ck_assert(bi->download(bo, 0, k == 0 ? first : again, sizeof(float) * N_OUT * ROWS,
+                                   &err) == 0);
+    }
+    ck_assert_msg(memcmp(first, again, sizeof(float) * N_OUT * ROWS) == 0,
+                  "%s: the integer GEMM from the packed copy differs from the weight's own",
+                  gt_type_name(type));
+    bi->buffer_free(bw);
+    bi->buffer_free(bx);
+    bi->buffer_free(bo);
+    free(wf), free(x), free(wq), free(first), free(again);
+    gt_backend_close(b);
+}
+
+START_TEST(cpu_gemm_from_packed)
+{
+    gemm_from_packed(GT_TYPE_Q4_0);
+    gemm_from_packed(GT_TYPE_Q8_0);
+}
+END_TEST
+
 /* A setting fault on backend: clean under the setting `ok`, wrong under
  * `bad` (threads, n_batch, n_parallel), against the reference. */
 static void check_fault(const char *fault, const char *backend, const int ok[3], const int bad[3])
@@ -353,6 +412,7 @@ int main(void)
     tcase_add_test(tc, reference_bit_identical);
     tcase_add_test(tc, cpu_within_tolerance);
     tcase_add_test(tc, cpu_rows_alone);
+    tcase_add_test(tc, cpu_gemm_from_packed);
     gt_test_add_if(tc, opencl_within_tolerance, opencl_ok, opencl_why);
     tcase_add_loop_test(tc, fault_batch_split, 0, 2);
     tcase_add_loop_test(tc, fault_seq_bleed, 0, 2);

@@ -268,7 +268,13 @@ void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool r
  * packing (before the graph runs, one thread: fails only out of memory),
  * the node kernel, and dropping a freed buffer's packs. */
 bool gt_cpu_packed_takes(const gt_cpu_ctx *c, const gt_tensor *t);
-int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, gt_err *err);
+int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, bool pageout, gt_err *err);
+/* The packed copy of weight w, or NULL; blocks [b0, b0+n) of a row from it
+ * as the integer GEMM's repackers give them (u[b] = the 32 weights plus
+ * 128, d[b] the block scale). */
+const void *gt_cpu_packed_data(const gt_cpu_ctx *c, const gt_tensor *w);
+void gt_cpu_packed_row_range(gt_type t, const void *data, int64_t nb, int64_t row, int64_t b0,
+                             int64_t n, uint8_t (*u)[32], float *d);
 void gt_cpu_mul_mat_packed(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool reuse_act,
                            int ith, int nth);
 void gt_cpu_packed_drop(gt_cpu_ctx *c, const gt_buffer *buf);

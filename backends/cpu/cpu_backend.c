@@ -631,6 +631,22 @@ static int cpu_compute(gt_backend *b, const gt_graph *g, gt_err *err)
     return rc;
 }
 
+/* Whether a node other than a MUL_MAT reads w's bytes (a tied embedding's
+ * GET_ROWS): then its mapped pages stay. */
+static bool read_otherwise(const gt_graph *g, const gt_tensor *w)
+{
+    for (int n = 0; n < g->n_nodes; n++) {
+        const gt_tensor *t = g->nodes[n];
+        if (t->op == GT_OP_MUL_MAT || t->op == GT_OP_NONE)
+            continue;
+        for (size_t i = 0; i < sizeof t->src / sizeof t->src[0]; i++)
+            if (t->src[i] && t->src[i]->buf == w->buf &&
+                gt_tensor_host(t->src[i]) == gt_tensor_host(w))
+                return true;
+    }
+    return false;
+}
+
 static int compute_locked(gt_cpu_ctx *c, const gt_graph *g, gt_err *err)
 {
     size_t act = 0, tf = 0;
@@ -645,7 +661,7 @@ static int compute_locked(gt_cpu_ctx *c, const gt_graph *g, gt_err *err)
             return gt_err_wrap(err, "cpu: node %d (%s '%s')", n, gt_op_name(t->op), t->name);
         size_t a = 0, f = 0;
         if (t->op == GT_OP_MUL_MAT && gt_cpu_packed_takes(c, t) &&
-            gt_cpu_packed_prepare(c, t, err) != 0)
+            gt_cpu_packed_prepare(c, t, !read_otherwise(g, t->src[0]), err) != 0)
             return gt_err_wrap(err, "cpu: node %d (%s '%s')", n, gt_op_name(t->op), t->name);
         if (t->op == GT_OP_MUL_MAT)
             gt_cpu_mul_mat_scratch(c, t, &a, &f);

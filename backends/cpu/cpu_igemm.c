@@ -190,15 +190,29 @@ static repack_fn repacker(gt_type t)
     }
 }
 
-/* Rows [r0, r0 + n_rows) of w into nb panel blocks; the rest of the 16 zero. */
-static void repack_panel(const gt_tensor *w, int64_t r0, int n_rows, int64_t nb,
+/* Rows [r0, r0 + n_rows) of w into nb panel blocks; the rest of the 16
+ * zero. From the decode path's packed copy when w has one (cpu_packed.c):
+ * its mapped pages may have been handed back. */
+static void repack_panel(const gt_tensor *w, const void *packed, int64_t r0, int n_rows, int64_t nb,
                          gt_cpu_ig_block *out)
 {
     const repack_fn fn = repacker(w->type);
     const size_t wrow = gt_tensor_row_bytes(w);
     const char *base = (const char *)gt_tensor_host(w) + (size_t)r0 * wrow;
-    for (int r = 0; r < n_rows; r++)
-        fn(base + (size_t)r * wrow, r, nb, out);
+    for (int r = 0; r < n_rows; r++) {
+        if (!packed) {
+            fn(base + (size_t)r * wrow, r, nb, out);
+            continue;
+        }
+        for (int64_t b0 = 0; b0 < nb; b0 += 64) { /* 64 blocks at a time on the stack */
+            uint8_t u[64][32];
+            float d[64];
+            const int64_t n = nb - b0 < 64 ? nb - b0 : 64;
+            gt_cpu_packed_row_range(w->type, packed, nb, r0 + r, b0, n, u, d);
+            for (int64_t b = 0; b < n; b++)
+                store(&out[b0 + b], r, u[b], d[b], 0.0f);
+        }
+    }
     for (int r = n_rows; r < GT_CPU_IG_ROWS; r++)
         for (int64_t b = 0; b < nb; b++) {
             for (int g = 0; g < 8; g++)
@@ -301,13 +315,14 @@ void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool r
     gt_cpu_quantize_rows(c, gt_cpu_f32(x), n_tok, k, reuse_act, &a, ith, nth);
     a.s = gt_cpu_act_sums(&a, w->type); /* the kernels' min term takes s */
     gt_cpu_ig_block *panel = (gt_cpu_ig_block *)c->tscratch[ith];
+    const void *packed = gt_cpu_packed_data(c, w);
     float *out = gt_cpu_f32(t);
     const int64_t n_panels = (n_out + GT_CPU_IG_ROWS - 1) / GT_CPU_IG_ROWS;
     int64_t mine = ith;
     for (int64_t p = next_panel(counter, &mine, nth); p < n_panels; p = next_panel(counter, &mine, nth)) {
         const int64_t r0 = p * GT_CPU_IG_ROWS;
         const int n_rows = (int)(n_out - r0 < GT_CPU_IG_ROWS ? n_out - r0 : GT_CPU_IG_ROWS);
-        repack_panel(w, r0, n_rows, a.nb, panel);
+        repack_panel(w, packed, r0, n_rows, a.nb, panel);
         c->k.igemm(panel, &a, 0, n_tok, out + r0, n_out, n_rows);
     }
 }

@@ -18,8 +18,11 @@
  * fewer activation rows than blas_min_batch (from there the integer GEMM
  * takes them). The copy is made before the first graph that needs it runs
  * (on one thread), kept in the backend, and dropped when its buffer is
- * freed. Cost: one more copy of those weights in memory (the mapped
- * file's pages stay mapped; the bench reports peak RSS).
+ * freed. The mapped pages it replaces are handed back (MADV_PAGEOUT)
+ * unless another kind of node reads the same tensor (a tied embedding's
+ * GET_ROWS), and the integer GEMM repacks from the copy when there is
+ * one, so the weights are not resident twice (the bench reports peak
+ * RSS against its budget).
  *
  * Exactness: per row and block the sum of w * q is an exact integer (Q4_0:
  * (nibble - 8) * q, started at the activations' -8 * sum q; Q8_0: (w + 128)
@@ -30,8 +33,11 @@
  * bytes it gets alone (test_batching cpu_rows_alone). */
 #include "cpu.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gt/quant.h"
 
@@ -108,7 +114,7 @@ static void pack(const gt_tensor *w, char *out)
         }
 }
 
-int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, gt_err *err)
+int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, bool pageout, gt_err *err)
 {
     const gt_tensor *w = t->src[0];
     if (find(c, w))
@@ -127,6 +133,17 @@ int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, gt_err *err)
     if (!data)
         return gt_err_set(err, "out of memory repacking weight '%s' (%zu bytes)", w->name, bytes);
     pack(w, data);
+    if (pageout) {
+        /* The copy replaces the mapped bytes: let the kernel take their
+         * pages back (a hint that never changes what they hold: clean file
+         * pages are dropped and read again if touched; anonymous memory
+         * stays or is swapped), so the weights are not resident twice. */
+        const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const uintptr_t lo = ((uintptr_t)gt_tensor_host(w) + pg - 1) / pg * pg;
+        const uintptr_t hi = ((uintptr_t)gt_tensor_host(w) + gt_tensor_row_bytes(w) * (size_t)w->ne[1]) / pg * pg;
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+    }
     c->packed[c->n_packed++] =
         (gt_cpu_packed){w->buf, gt_tensor_host(w), w->ne[0], w->ne[1], w->type, data};
     return 0;
@@ -197,6 +214,41 @@ void gt_cpu_pk_q8_0_scalar(const void *wv, int64_t nb, const gt_cpu_act8 *a, int
     }
 }
 
+const void *gt_cpu_packed_data(const gt_cpu_ctx *c, const gt_tensor *w)
+{
+    for (int i = 0; i < c->n_packed; i++) {
+        const gt_cpu_packed *p = &c->packed[i];
+        if (p->src == gt_tensor_host(w) && p->buf == w->buf && p->type == w->type &&
+            p->k == w->ne[0] && p->n == w->ne[1])
+            return p->data;
+    }
+    return NULL;
+}
+
+void gt_cpu_packed_row_range(gt_type t, const void *data, int64_t nb, int64_t row, int64_t b0,
+                             int64_t n, uint8_t (*u)[32], float *d)
+{
+    const size_t bb = panel_block_bytes(t);
+    const int j = (int)(row % GT_CPU_PK_ROWS);
+    const char *base = (const char *)data + (size_t)(row / GT_CPU_PK_ROWS * nb + b0) * bb;
+    for (int64_t b = 0; b < n; b++) {
+        if (t == GT_TYPE_Q4_0) {
+            const gt_cpu_pk_q4_0 *p = (const gt_cpu_pk_q4_0 *)(base + (size_t)b * bb);
+            for (int g = 0; g < 4; g++)
+                for (int e = 0; e < 4; e++) {
+                    u[b][4 * g + e] = (uint8_t)((p->q[g][j][e] & 0x0F) + 120);
+                    u[b][16 + 4 * g + e] = (uint8_t)((p->q[g][j][e] >> 4) + 120);
+                }
+            d[b] = gt_f16_to_f32(p->d[j]);
+        } else {
+            const gt_cpu_pk_q8_0 *p = (const gt_cpu_pk_q8_0 *)(base + (size_t)b * bb);
+            for (int g = 0; g < 8; g++)
+                memcpy(u[b] + 4 * g, p->q[g][j], 4);
+            d[b] = gt_f16_to_f32(p->d[j]);
+        }
+    }
+}
+
 /* Next chunk of panels for this thread: first its own, then whatever is left. */
 static inline int64_t next_chunk(atomic_int *counter, int64_t *mine, int nth)
 {
@@ -212,13 +264,7 @@ void gt_cpu_mul_mat_packed(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
     const int64_t k = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1], nb = k / GT_CPU_QK;
     gt_cpu_act8 a;
     gt_cpu_quantize_rows(c, gt_cpu_f32(x), n_tok, k, reuse_act, &a, ith, nth);
-    /* Found before any thread runs: prepare made it, and the index does
-     * not change while a graph runs (the context's lock is held). */
-    const gt_cpu_packed *p = NULL;
-    for (int i = 0; i < c->n_packed && !p; i++)
-        if (c->packed[i].src == gt_tensor_host(w) && c->packed[i].buf == w->buf &&
-            c->packed[i].type == w->type && c->packed[i].k == k && c->packed[i].n == n_out)
-            p = &c->packed[i];
+    const char *data = gt_cpu_packed_data(c, w);
     float *out = gt_cpu_f32(t);
     const int64_t panels = (n_out + GT_CPU_PK_ROWS - 1) / GT_CPU_PK_ROWS;
     /* About four chunks per thread (as the dot path) so a slowed thread does
@@ -231,7 +277,7 @@ void gt_cpu_mul_mat_packed(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counte
         for (int64_t pi = ci * per; pi < (ci + 1) * per && pi < panels; pi++) {
             const int64_t r0 = pi * GT_CPU_PK_ROWS;
             const int rows = (int)(n_out - r0 < GT_CPU_PK_ROWS ? n_out - r0 : GT_CPU_PK_ROWS);
-            c->k.pk[w->type]((const char *)p->data + (size_t)(pi * nb) * panel_block_bytes(w->type), nb,
-                             &a, 0, n_tok, out + r0, n_out, rows);
+            c->k.pk[w->type](data + (size_t)(pi * nb) * panel_block_bytes(w->type), nb, &a, 0, n_tok,
+                             out + r0, n_out, rows);
         }
 }
