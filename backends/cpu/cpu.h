@@ -15,6 +15,11 @@
  *                    repacked on the fly, 8-bit integer GEMM; the repacking,
  *                    the driver and the scalar kernel (cpu_igemm_avx2.c,
  *                    cpu_igemm_avx512.c: the SIMD kernels)
+ *   cpu_packed.c     MUL_MAT of few rows with act=q8 on Q4_0/Q8_0 weights
+ *                    mapped from the file: 8-row panels repacked once and
+ *                    kept, the cache, the driver and the scalar kernels
+ *                    (cpu_packed_simd.h: the SIMD kernels, compiled into
+ *                    the avx2 and avx512 tables)
  *   cpu_attention.c  ATTENTION, parallel over heads (and query blocks)
  *   cpu_ops.c        the cheap ops: GET_ROWS, RMS_NORM, ADD, MUL, ROPE,
  *                    KV_STORE, SILU_MUL
