@@ -57,16 +57,20 @@ bool gt_cpu_packed_takes(const gt_cpu_ctx *c, const gt_tensor *t)
            t->src[1]->ne[1] < c->blas_min_batch;
 }
 
+static bool is_pack_of(const gt_cpu_packed *p, const gt_tensor *w)
+{
+    return p->src == gt_tensor_host(w) && p->buf == w->buf && p->type == w->type &&
+           p->k == w->ne[0] && p->n == w->ne[1];
+}
+
 /* The pack of w, or NULL. Graphs run their nodes in the same order each
  * time, so the search starts after the last hit. */
 static gt_cpu_packed *find(gt_cpu_ctx *c, const gt_tensor *w)
 {
-    const void *src = gt_tensor_host(w);
     for (int j = 0; j < c->n_packed; j++) {
         const int i = (c->packed_hint + j) % c->n_packed;
         gt_cpu_packed *p = &c->packed[i];
-        if (p->src == src && p->buf == w->buf && p->type == w->type && p->k == w->ne[0] &&
-            p->n == w->ne[1]) {
+        if (is_pack_of(p, w)) {
             c->packed_hint = i + 1 < c->n_packed ? i + 1 : 0;
             return p;
         }
@@ -216,12 +220,10 @@ void gt_cpu_pk_q8_0_scalar(const void *wv, int64_t nb, const gt_cpu_act8 *a, int
 
 const void *gt_cpu_packed_data(const gt_cpu_ctx *c, const gt_tensor *w)
 {
-    for (int i = 0; i < c->n_packed; i++) {
-        const gt_cpu_packed *p = &c->packed[i];
-        if (p->src == gt_tensor_host(w) && p->buf == w->buf && p->type == w->type &&
-            p->k == w->ne[0] && p->n == w->ne[1])
-            return p->data;
-    }
+    /* Read by every thread while a graph runs: no hint to update. */
+    for (int i = 0; i < c->n_packed; i++)
+        if (is_pack_of(&c->packed[i], w))
+            return c->packed[i].data;
     return NULL;
 }
 
