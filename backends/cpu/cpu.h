@@ -15,6 +15,8 @@
  *                    repacked on the fly, 8-bit integer GEMM; the repacking,
  *                    the driver and the scalar kernel (cpu_igemm_avx2.c,
  *                    cpu_igemm_avx512.c: the SIMD kernels)
+ *   cpu_act8.c       the activations quantized to 8-bit blocks, shared by
+ *                    every act=q8 path
  *   cpu_packed.c     MUL_MAT of few rows with act=q8 on Q4_0/Q8_0 weights
  *                    mapped from the file: 8-row panels repacked once and
  *                    kept, the cache, the driver and the scalar kernels
@@ -58,7 +60,7 @@
  * q = round-to-even(x * 127/amax), and the block scale as an F16 value, so
  * the integer products are llama.cpp's to the bit and act=q8 reproduces
  * its numbers rather than a second, different 8-bit rounding
- * (cpu_igemm.c, gt_cpu_quantize_rows). The quant kernel writes q and the
+ * (cpu_act8.c, gt_cpu_quantize_rows). The quant kernel writes q and the
  * F32 scale amax/127 (NaN for a block holding NaN or inf); the shared code
  * derives the rest. Sums let Q4_0 (offset 8) and Q4_1 (offset m) weights
  * use unsigned nibbles directly: dot = sum_b dw*(d*sum(qw*qa)) +
@@ -257,7 +259,8 @@ void gt_cpu_attention_scratch(const gt_cpu_ctx *c, const gt_tensor *t, size_t *t
 /* True when the node quantizes its activations into c->act (the dot path
  * with act=q8, or the integer GEMM). */
 bool gt_cpu_mul_mat_quantizes(const gt_cpu_ctx *c, const gt_tensor *t);
-/* Size of one activation row quantized into c->act (q, d, s, s1, c). */
+/* cpu_act8.c: the size of one activation row quantized into c->act (q, d,
+ * s, s1, c). */
 size_t gt_cpu_act_row_bytes(int64_t k);
 /* Quantizes the n rows of x (k each) into c->act, split over the threads,
  * then waits for all; *a describes the result. */
