@@ -206,63 +206,92 @@ START_TEST(opencl_within_tolerance)
 }
 END_TEST
 
-/* The cpu backend's decode of several sequences (MUL_MAT of 2..15 rows,
- * under the BLAS threshold) gives each row the same bytes as a MUL_MAT of
- * that row alone, for Q8_0 (four rows share each weight read: fdot4, or
- * qdot4 with act = "q8") and F32 weights. */
-static void rows_alone(gt_type type, const char *act)
+/* A MUL_MAT on the cpu backend (act f32 or q8) of a type weight mapped
+ * from host memory, as a session maps it, against up to `rows` f32 rows;
+ * inputs from sin/cos at the given steps. */
+typedef struct mm_fix {
+    gt_backend *b;
+    gt_buffer *bw, *bx, *bo;
+    float *wf, *x;
+    char *wq;
+    gt_tensor w;
+    int k, n_out;
+} mm_fix;
+
+static void mm_open(mm_fix *f, gt_type type, const char *act, int k, int n_out, int rows,
+                    double w_step, double x_step)
 {
-    enum { K = 256, N_OUT = 96, ROWS = 7 };
+    *f = (mm_fix){.k = k, .n_out = n_out};
     setenv("GT_CPU_ACT", act, 1);
-    gt_backend *b = open_be("cpu", 2, 0, 0);
+    f->b = open_be("cpu", 2, 0, 0);
     unsetenv("GT_CPU_ACT");
     char want[16];
     snprintf(want, sizeof want, "act=%s", act);
-    ck_assert_msg(strstr(b->info.extra, want), "%s", b->info.extra);
-    const gt_backend_iface *bi = b->iface;
-    const size_t wrow = gt_row_size(type, K);
-    float *wf = malloc(sizeof(float) * K * N_OUT), *x = malloc(sizeof(float) * K * ROWS);
-    char *wq = malloc(wrow * N_OUT);
-    float *all = malloc(sizeof(float) * N_OUT * ROWS), *one = malloc(sizeof(float) * N_OUT);
-    ck_assert(wf && x && wq && all && one);
-    for (int i = 0; i < K * N_OUT; i++)
-        wf[i] = (float)sin(i * 0.37) * 0.5f;
-    for (int i = 0; i < K * ROWS; i++)
-        x[i] = (float)cos(i * 0.11);
-    for (int r = 0; r < N_OUT; r++)
-        gt_quantize_row(type, wf + (size_t)r * K, wq + (size_t)r * wrow, K);
+    ck_assert_msg(strstr(f->b->info.extra, want), "%s", f->b->info.extra);
+    const gt_backend_iface *bi = f->b->iface;
+    const size_t wrow = gt_row_size(type, k);
+    f->wf = malloc(sizeof(float) * (size_t)k * n_out);
+    f->x = malloc(sizeof(float) * (size_t)k * rows);
+    f->wq = malloc(wrow * (size_t)n_out);
+    ck_assert(f->wf && f->x && f->wq);
+    for (int i = 0; i < k * n_out; i++)
+        f->wf[i] = (float)sin(i * w_step) * 0.5f;
+    for (int i = 0; i < k * rows; i++)
+        f->x[i] = (float)cos(i * x_step);
+    for (int r = 0; r < n_out; r++)
+        gt_quantize_row(type, f->wf + (size_t)r * k, f->wq + (size_t)r * wrow, k);
     gt_err err = {{0}};
-    gt_buffer *bw = NULL, *bx = NULL, *bo = NULL;
-    ck_assert_msg(bi->buffer_from_host(b, wq, wrow * N_OUT, &bw, &err) == 0 &&
-                      bi->buffer_alloc(b, sizeof(float) * K * ROWS, &bx, &err) == 0 &&
-                      bi->buffer_alloc(b, sizeof(float) * N_OUT * ROWS, &bo, &err) == 0 &&
-                      bi->upload(bx, 0, x, sizeof(float) * K * ROWS, &err) == 0,
+    ck_assert_msg(bi->buffer_from_host(f->b, f->wq, wrow * (size_t)n_out, &f->bw, &err) == 0 &&
+                      bi->buffer_alloc(f->b, sizeof(float) * (size_t)k * rows, &f->bx, &err) == 0 &&
+                      bi->buffer_alloc(f->b, sizeof(float) * (size_t)n_out * rows, &f->bo, &err) == 0 &&
+                      bi->upload(f->bx, 0, f->x, sizeof(float) * (size_t)k * rows, &err) == 0,
                   "%s", err.msg);
-    gt_tensor w = {.name = "w", .type = type, .ne = {K, N_OUT}, .buf = bw};
-    for (int rows = ROWS; rows >= 1; rows = rows == ROWS ? 1 : 0) {
-        for (int at = 0; at + rows <= ROWS; at += rows) {
-            gt_tensor xt = {.name = "x", .type = GT_TYPE_F32, .ne = {K, rows}, .buf = bx,
-                            .offset = sizeof(float) * K * (size_t)at};
-            gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {N_OUT, rows}, .buf = bo,
-                           .op = GT_OP_MUL_MAT, .src = {&w, &xt}};
-            gt_tensor *node = &t;
-            const gt_graph g = {&node, 1};
-            ck_assert_msg(bi->compute(b, &g, &err) == 0, "%s", err.msg);
-            float *dst = rows == ROWS ? all : one;
-            ck_assert(bi->download(bo, 0, dst, sizeof(float) * N_OUT * (size_t)rows, &err) == 0);
-            if (rows == 1)
-                ck_assert_msg(memcmp(one, all + (size_t)at * N_OUT, sizeof(float) * N_OUT) == 0,
-                              "%s, act=%s: row %d of %d differs from the row alone",
-                              gt_type_name(type), act, at, ROWS);
-            if (rows == ROWS)
-                break;
-        }
+    f->w = (gt_tensor){.name = "w", .type = type, .ne = {k, n_out}, .buf = f->bw};
+}
+
+/* Input rows [at, at + rows) through the MUL_MAT; their outputs into dst. */
+static void mm_run(mm_fix *f, int at, int rows, float *dst)
+{
+    const gt_backend_iface *bi = f->b->iface;
+    gt_tensor xt = {.name = "x", .type = GT_TYPE_F32, .ne = {f->k, rows}, .buf = f->bx,
+                    .offset = sizeof(float) * (size_t)f->k * (size_t)at};
+    gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {f->n_out, rows}, .buf = f->bo,
+                   .op = GT_OP_MUL_MAT, .src = {&f->w, &xt}};
+    gt_tensor *node = &t;
+    const gt_graph g = {&node, 1};
+    gt_err err = {{0}};
+    ck_assert_msg(bi->compute(f->b, &g, &err) == 0, "%s", err.msg);
+    ck_assert(bi->download(f->bo, 0, dst, sizeof(float) * (size_t)f->n_out * rows, &err) == 0);
+}
+
+static void mm_close(mm_fix *f)
+{
+    const gt_backend_iface *bi = f->b->iface;
+    bi->buffer_free(f->bw);
+    bi->buffer_free(f->bx);
+    bi->buffer_free(f->bo);
+    free(f->wf), free(f->x), free(f->wq);
+    gt_backend_close(f->b);
+}
+
+/* The cpu backend's decode of several sequences (MUL_MAT of 2..15 rows,
+ * under the BLAS threshold) gives each row the same bytes as a MUL_MAT of
+ * that row alone, for Q8_0 (four rows share each weight read: fdot4, or
+ * with act = "q8" the packed panels) and F32 weights. */
+static void rows_alone(gt_type type, const char *act)
+{
+    enum { K = 256, N_OUT = 96, ROWS = 7 };
+    mm_fix f;
+    mm_open(&f, type, act, K, N_OUT, ROWS, 0.37, 0.11);
+    float all[N_OUT * ROWS], one[N_OUT];
+    mm_run(&f, 0, ROWS, all);
+    for (int at = 0; at < ROWS; at++) {
+        mm_run(&f, at, 1, one);
+        ck_assert_msg(memcmp(one, all + (size_t)at * N_OUT, sizeof one) == 0,
+                      "%s, act=%s: row %d of %d differs from the row alone", gt_type_name(type),
+                      act, at, ROWS);
     }
-    bi->buffer_free(bw);
-    bi->buffer_free(bx);
-    bi->buffer_free(bo);
-    free(wf), free(x), free(wq), free(all), free(one);
-    gt_backend_close(b);
+    mm_close(&f);
 }
 
 START_TEST(cpu_rows_alone)
@@ -283,49 +312,16 @@ END_TEST
 static void gemm_from_packed(gt_type type)
 {
     enum { K = 256, N_OUT = 96, ROWS = 20 };
-    setenv("GT_CPU_ACT", "q8", 1);
-    gt_backend *b = open_be("cpu", 2, 0, 0);
-    unsetenv("GT_CPU_ACT");
-    const gt_backend_iface *bi = b->iface;
-    const size_t wrow = gt_row_size(type, K);
-    float *wf = malloc(sizeof(float) * K * N_OUT), *x = malloc(sizeof(float) * K * ROWS);
-    char *wq = malloc(wrow * N_OUT);
-    float *first = malloc(sizeof(float) * N_OUT * ROWS), *again = malloc(sizeof(float) * N_OUT * ROWS);
-    ck_assert(wf && x && wq && first && again);
-    for (int i = 0; i < K * N_OUT; i++)
-        wf[i] = (float)sin(i * 0.29) * 0.5f;
-    for (int i = 0; i < K * ROWS; i++)
-        x[i] = (float)cos(i * 0.13);
-    for (int r = 0; r < N_OUT; r++)
-        gt_quantize_row(type, wf + (size_t)r * K, wq + (size_t)r * wrow, K);
-    gt_err err = {{0}};
-    gt_buffer *bw = NULL, *bx = NULL, *bo = NULL;
-    ck_assert_msg(bi->buffer_from_host(b, wq, wrow * N_OUT, &bw, &err) == 0 &&
-                      bi->buffer_alloc(b, sizeof(float) * K * ROWS, &bx, &err) == 0 &&
-                      bi->buffer_alloc(b, sizeof(float) * N_OUT * ROWS, &bo, &err) == 0 &&
-                      bi->upload(bx, 0, x, sizeof(float) * K * ROWS, &err) == 0,
-                  "%s", err.msg);
-    gt_tensor w = {.name = "w", .type = type, .ne = {K, N_OUT}, .buf = bw};
-    const int rows[3] = {ROWS, 2, ROWS}; /* the GEMM, the packing, the GEMM from the copy */
-    for (int k = 0; k < 3; k++) {
-        gt_tensor xt = {.name = "x", .type = GT_TYPE_F32, .ne = {K, rows[k]}, .buf = bx};
-        gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {N_OUT, rows[k]}, .buf = bo,
-                       .op = GT_OP_MUL_MAT, .src = {&w, &xt}};
-        gt_tensor *node = &t;
-        const gt_graph g = {&node, 1};
-        ck_assert_msg(bi->compute(b, &g, &err) == 0, "%s", err.msg);
-        if (k != 1)
-            ck_assert(bi->download(bo, 0, k == 0 ? first : again, sizeof(float) * N_OUT * ROWS,
-                                   &err) == 0);
-    }
-    ck_assert_msg(memcmp(first, again, sizeof(float) * N_OUT * ROWS) == 0,
+    mm_fix f;
+    mm_open(&f, type, "q8", K, N_OUT, ROWS, 0.29, 0.13);
+    static float first[N_OUT * ROWS], again[N_OUT * ROWS], two[N_OUT * 2];
+    mm_run(&f, 0, ROWS, first); /* the GEMM from the weight */
+    mm_run(&f, 0, 2, two);      /* the packing */
+    mm_run(&f, 0, ROWS, again); /* the GEMM from the copy */
+    ck_assert_msg(memcmp(first, again, sizeof first) == 0,
                   "%s: the integer GEMM from the packed copy differs from the weight's own",
                   gt_type_name(type));
-    bi->buffer_free(bw);
-    bi->buffer_free(bx);
-    bi->buffer_free(bo);
-    free(wf), free(x), free(wq), free(first), free(again);
-    gt_backend_close(b);
+    mm_close(&f);
 }
 
 START_TEST(cpu_gemm_from_packed)

@@ -171,51 +171,58 @@ void gt_cpu_packed_drop(gt_cpu_ctx *c, const gt_buffer *buf)
     }
 }
 
-/* The references for the SIMD kernels: the same sums in the same roles. */
-void gt_cpu_pk_q4_0_scalar(const void *wv, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
-                           float *out, int64_t ldo, int n_rows)
+/* Row r's exact integer sum for block b of a panel against the activation
+ * block q, started at c (-128 * sum q). */
+static int32_t block_sum(gt_type t, const void *w, int64_t b, int r, const int8_t *q, int32_t c)
 {
-    const gt_cpu_pk_q4_0 *w = wv;
-    for (int64_t i = i0; i < i1; i++) {
-        const int8_t *q = a->q + i * a->k;
-        const float *d = a->d + i * a->nb;
-        const int32_t *c = a->c + i * a->nb;
-        for (int r = 0; r < n_rows; r++) {
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int32_t sum = c[b] / 16; /* -128 * sum q -> -8 * sum q */
-                for (int g = 0; g < 4; g++)
-                    for (int j = 0; j < 4; j++) {
-                        const uint8_t v = w[b].q[g][r][j];
-                        sum += (v & 0x0F) * q[b * 32 + 4 * g + j] + (v >> 4) * q[b * 32 + 16 + 4 * g + j];
-                    }
-                acc += (float)sum * gt_f16_to_f32(w[b].d[r]) * d[b];
-            }
-            out[i * ldo + r] = acc;
-        }
+    int32_t sum;
+    if (t == GT_TYPE_Q4_0) {
+        const gt_cpu_pk_q4_0 *p = (const gt_cpu_pk_q4_0 *)w + b;
+        sum = c / 16; /* -8 * sum q: the nibbles' offset */
+        for (int g = 0; g < 4; g++)
+            for (int j = 0; j < 4; j++)
+                sum += (p->q[g][r][j] & 0x0F) * q[4 * g + j] + (p->q[g][r][j] >> 4) * q[16 + 4 * g + j];
+    } else {
+        const gt_cpu_pk_q8_0 *p = (const gt_cpu_pk_q8_0 *)w + b;
+        sum = c; /* takes the +128 off */
+        for (int g = 0; g < 8; g++)
+            for (int j = 0; j < 4; j++)
+                sum += p->q[g][r][j] * q[4 * g + j];
     }
+    return sum;
 }
 
-void gt_cpu_pk_q8_0_scalar(const void *wv, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
-                           float *out, int64_t ldo, int n_rows)
+static uint16_t block_scale(gt_type t, const void *w, int64_t b, int r)
 {
-    const gt_cpu_pk_q8_0 *w = wv;
-    for (int64_t i = i0; i < i1; i++) {
-        const int8_t *q = a->q + i * a->k;
-        const float *d = a->d + i * a->nb;
-        const int32_t *c = a->c + i * a->nb;
+    return t == GT_TYPE_Q4_0 ? ((const gt_cpu_pk_q4_0 *)w)[b].d[r] : ((const gt_cpu_pk_q8_0 *)w)[b].d[r];
+}
+
+/* The reference for the SIMD kernels: the same sums in the same roles. */
+static void pk_scalar(gt_type t, const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
+                      int64_t i1, float *out, int64_t ldo, int n_rows)
+{
+    for (int64_t i = i0; i < i1; i++)
         for (int r = 0; r < n_rows; r++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                int32_t sum = c[b]; /* -128 * sum q takes the bias off */
-                for (int g = 0; g < 8; g++)
-                    for (int j = 0; j < 4; j++)
-                        sum += w[b].q[g][r][j] * q[b * 32 + 4 * g + j];
-                acc += (float)sum * gt_f16_to_f32(w[b].d[r]) * d[b];
+                const int64_t at = i * a->nb + b;
+                const int32_t sum = block_sum(t, w, b, r, a->q + i * a->k + b * 32, a->c[at]);
+                acc += (float)sum * gt_f16_to_f32(block_scale(t, w, b, r)) * a->d[at];
             }
             out[i * ldo + r] = acc;
         }
-    }
+}
+
+void gt_cpu_pk_q4_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows)
+{
+    pk_scalar(GT_TYPE_Q4_0, w, nb, a, i0, i1, out, ldo, n_rows);
+}
+
+void gt_cpu_pk_q8_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows)
+{
+    pk_scalar(GT_TYPE_Q8_0, w, nb, a, i0, i1, out, ldo, n_rows);
 }
 
 const void *gt_cpu_packed_data(const gt_cpu_ctx *c, const gt_tensor *w)

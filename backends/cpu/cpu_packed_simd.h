@@ -87,24 +87,27 @@ PK_NAME(pk_tile)(const bool q8, const void *wv, int64_t nb, const gt_cpu_act8 *a
     }
 }
 
-static PK_T void PK_NAME(pk_q4_0)(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
-                                  int64_t i1, float *out, int64_t ldo, int n_rows)
+static inline __attribute__((always_inline)) PK_T void
+PK_NAME(pk_rows)(const bool q8, const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
+                 int64_t i1, float *out, int64_t ldo, int n_rows)
 {
     int64_t i = i0;
     for (; i + PK_TILE <= i1; i += PK_TILE)
-        PK_NAME(pk_tile)(false, w, nb, a, i, PK_TILE, out, ldo, n_rows);
+        PK_NAME(pk_tile)(q8, w, nb, a, i, PK_TILE, out, ldo, n_rows);
     for (; i < i1; i++)
-        PK_NAME(pk_tile)(false, w, nb, a, i, 1, out, ldo, n_rows);
+        PK_NAME(pk_tile)(q8, w, nb, a, i, 1, out, ldo, n_rows);
+}
+
+static PK_T void PK_NAME(pk_q4_0)(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
+                                  int64_t i1, float *out, int64_t ldo, int n_rows)
+{
+    PK_NAME(pk_rows)(false, w, nb, a, i0, i1, out, ldo, n_rows);
 }
 
 static PK_T void PK_NAME(pk_q8_0)(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0,
                                   int64_t i1, float *out, int64_t ldo, int n_rows)
 {
-    int64_t i = i0;
-    for (; i + PK_TILE <= i1; i += PK_TILE)
-        PK_NAME(pk_tile)(true, w, nb, a, i, PK_TILE, out, ldo, n_rows);
-    for (; i < i1; i++)
-        PK_NAME(pk_tile)(true, w, nb, a, i, 1, out, ldo, n_rows);
+    PK_NAME(pk_rows)(true, w, nb, a, i0, i1, out, ldo, n_rows);
 }
 
 #undef PK_TILE
