@@ -18,7 +18,8 @@
  *    literal "<start_of_turn>" text) with the ids llama.cpp's llama-tokenize
  *    gave for them (`--ids --no-parse-special`, llama.cpp as vendored in the
  *    llama-cpp-python 0.3.36 sdist); ours must be the same, BOS included.
- * Cases 1 and 3 skip with their reason without the model ($GT_GEMMA3);
+ * Cases 1 and 3 skip with their reason without the model ($GT_GEMMA3 or the
+ * fetch cache, gt_test_gemma3);
  * case 1 also without the oracle (gguf-py + numpy in $GT_PYORACLE). */
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ static const char *GOLDEN = "The capital of France is the capital of the country
 
 START_TEST(reference_matches_numpy_oracle)
 {
-    const char *path = getenv("GT_GEMMA3");
+    const char *path = gt_test_gemma3();
     gt_err err = {{0}};
     gt_model *m;
     gt_backend *b;
@@ -210,7 +211,7 @@ START_TEST(tokenizer_matches_llama_cpp)
 {
     gt_err err = {{0}};
     gt_model *m;
-    ck_assert_msg(gt_model_load(getenv("GT_GEMMA3"), &m, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gt_model_load(gt_test_gemma3(), &m, &err) == 0, "%s", err.msg);
     const gt_tokenizer *tok = gt_model_tokenizer(m);
     char *all = gt_test_slurp(GT_SOURCE_DIR "/tests/vectors/gemma3_tokenizer.jsonl");
     ck_assert_ptr_nonnull(all);
@@ -244,7 +245,7 @@ int main(void)
     TCase *tc = tcase_create("gemma3");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, attention_window_reads_only_the_window);
-    const char *g = getenv("GT_GEMMA3");
+    const char *g = gt_test_gemma3();
     const bool have_model = g && access(g, R_OK) == 0;
     gt_test_add_if(tc, tokenizer_matches_llama_cpp, have_model,
                    "Gemma 3 270M Q4_K_M not fetched ($GT_GEMMA3; ci/fetch-models.sh "
