@@ -299,8 +299,9 @@ START_TEST(cpu_rows_alone)
     rows_alone(GT_TYPE_Q8_0, "f32");
     rows_alone(GT_TYPE_F32, "f32");
     rows_alone(GT_TYPE_Q4_1, "f32");
-    const gt_type q8_types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1};
-    for (int i = 0; i < 3; i++)
+    const gt_type q8_types[] = {GT_TYPE_Q8_0, GT_TYPE_Q4_0, GT_TYPE_Q4_1,
+                                GT_TYPE_Q5_0, GT_TYPE_Q4_K, GT_TYPE_Q6_K};
+    for (int i = 0; i < 6; i++)
         rows_alone(q8_types[i], "q8");
 }
 END_TEST

@@ -51,8 +51,8 @@
  *                  with the F32 activations; as accurate as the BLAS path.
  *                  Every weight type has one.
  *   q8             qdot[type]: activations quantized as below, integer dots.
- *                  Only Q8_0/Q4_0/Q4_1 have one; the other types take fdot
- *                  on this path too (cpu_matmul.c, act_qdot).
+ *                  Q8_0/Q4_0/Q4_1/Q5_0/Q4_K/Q6_K have one; the other types
+ *                  take fdot on this path too (cpu_matmul.c, act_qdot).
  *
  * For qdot, activations are quantized per row to blocks of 32 int8, with
  * the numbers llama.cpp's Q8_0 and Q8_1 blocks hold (kept as separate
@@ -159,10 +159,10 @@ typedef void (*gt_cpu_pk_fn)(const void *w, int64_t nb, const gt_cpu_act8 *a, in
 typedef struct gt_cpu_kernels {
     const char *name;            /* "scalar", "avx2", "avx512" */
     gt_cpu_quant_fn quantize_act;
-    gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0, Q4_0, Q4_1 (others NULL) */
+    gt_cpu_qdot_fn qdot[GT_TYPE_COUNT];       /* Q8_0 Q4_0 Q4_1 Q5_0 Q4_K Q6_K, others NULL */
     gt_cpu_qdot4_fn qdot4[GT_TYPE_COUNT];     /* the same types on avx2/avx512, else NULL */
     gt_cpu_fdot_fn fdot[GT_TYPE_COUNT];       /* every weight type */
-    gt_cpu_fdot4_fn fdot4[GT_TYPE_COUNT];     /* where written (avx512 Q8_0), else NULL */
+    gt_cpu_fdot4_fn fdot4[GT_TYPE_COUNT];     /* where written (Q8_0 on avx2/avx512), else NULL */
     gt_cpu_dequant_fn dequant[GT_TYPE_COUNT]; /* every weight type; bit-exact */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy)(float a, const float *x, float *y, int64_t n);    /* y += a*x */

@@ -134,37 +134,58 @@ static inline T_AVX2 __m256 i8x8(const int8_t *p)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* One Q8_0 block: 8 lanes of partial sums of q*x (not yet scaled by d). */
-static inline T_AVX2 __m256 q8_block(const int8_t *q, const float *x)
-{
-    __m256 p = _mm256_mul_ps(i8x8(q), _mm256_loadu_ps(x));
-    p = _mm256_fmadd_ps(i8x8(q + 8), _mm256_loadu_ps(x + 8), p);
-    p = _mm256_fmadd_ps(i8x8(q + 16), _mm256_loadu_ps(x + 16), p);
-    return _mm256_fmadd_ps(i8x8(q + 24), _mm256_loadu_ps(x + 24), p);
-}
-
-static T_AVX2 float fdot_q8_0(const void *w, const float *x, int64_t n)
+/* out[r] = the Q8_0 row w dotted with each of the R f32 rows x[r]. Written
+ * once and inlined for R = 1 (fdot) and R = 4 (fdot4), so a row's
+ * operations are the same whatever R is (batch invariance: serve
+ * --parallel's rows get the bytes they get alone); each block's weights
+ * are widened once for all R rows. Even blocks go into acc0, odd ones
+ * into acc1. */
+static inline __attribute__((always_inline)) T_AVX2 void fdot_q8_0_rows(const void *w,
+                                                                       const float *const *x,
+                                                                       int64_t n, const int R,
+                                                                       float *out)
 {
     const gt_block_q8_0 *b = w;
     const int64_t nb = n / GT_QK8_0;
     float c[FD_CHUNK];
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc0[4], acc1[4];
+    for (int r = 0; r < R; r++)
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += FD_CHUNK) {
         const int64_t m = nb - b0 < FD_CHUNK ? nb - b0 : FD_CHUNK;
         avx2_f16s((const uint8_t *)(b + b0), (int)sizeof *b, m, c);
-        const float *xb = x + b0 * GT_QK8_0;
-        int64_t j = 0;
-        for (; j + 2 <= m; j += 2) {
-            const __m256 p0 = q8_block(b[b0 + j].qs, xb + j * GT_QK8_0);
-            const __m256 p1 = q8_block(b[b0 + j + 1].qs, xb + (j + 1) * GT_QK8_0);
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), p0, acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j + 1), p1, acc1);
+        for (int64_t j = 0; j < m; j++) {
+            const int8_t *q = b[b0 + j].qs;
+            const __m256 w0 = i8x8(q), w1 = i8x8(q + 8), w2 = i8x8(q + 16), w3 = i8x8(q + 24);
+            const __m256 cj = _mm256_broadcast_ss(c + j);
+            const int64_t at = (b0 + j) * GT_QK8_0;
+            for (int r = 0; r < R; r++) {
+                const float *xb = x[r] + at;
+                __m256 p = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));
+                p = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), p);
+                p = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), p);
+                p = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), p);
+                if (j & 1)
+                    acc1[r] = _mm256_fmadd_ps(cj, p, acc1[r]);
+                else
+                    acc0[r] = _mm256_fmadd_ps(cj, p, acc0[r]);
+            }
         }
-        if (j < m)
-            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(c + j), q8_block(b[b0 + j].qs, xb + j * GT_QK8_0),
-                                   acc0);
     }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+    for (int r = 0; r < R; r++)
+        out[r] = hsum8(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+static T_AVX2 float fdot_q8_0(const void *w, const float *x, int64_t n)
+{
+    float out;
+    fdot_q8_0_rows(w, &x, n, 1, &out);
+    return out;
+}
+
+static T_AVX2 void fdot4_q8_0(const void *w, const float *const x[4], int64_t n, float out[4])
+{
+    fdot_q8_0_rows(w, x, n, 4, out);
 }
 
 /* Q4_0 and Q4_1 share one loop: each weight is w = fma(q, d, m) with q the
@@ -606,10 +627,17 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->qdot4[GT_TYPE_Q4_0] = avx2_qdot4_q4_0;
     k->qdot[GT_TYPE_Q4_1] = avx2_qdot_q4_1;
     k->qdot4[GT_TYPE_Q4_1] = avx2_qdot4_q4_1;
+    k->qdot[GT_TYPE_Q5_0] = avx2_qdot_q5_0;
+    k->qdot4[GT_TYPE_Q5_0] = avx2_qdot4_q5_0;
+    k->qdot[GT_TYPE_Q4_K] = avx2_qdot_q4_K;
+    k->qdot4[GT_TYPE_Q4_K] = avx2_qdot4_q4_K;
+    k->qdot[GT_TYPE_Q6_K] = avx2_qdot_q6_K;
+    k->qdot4[GT_TYPE_Q6_K] = avx2_qdot4_q6_K;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;
     k->fdot[GT_TYPE_Q8_0] = fdot_q8_0;
+    k->fdot4[GT_TYPE_Q8_0] = fdot4_q8_0;
     k->fdot[GT_TYPE_Q4_0] = fdot_q4_0;
     k->fdot[GT_TYPE_Q4_1] = fdot_q4_1;
     k->dequant[GT_TYPE_F16] = dq_f16;

@@ -23,6 +23,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "cpu_x86.h"
+
 #define T_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 static inline T_512 float hsum8(__m256 v)
@@ -531,6 +533,12 @@ bool gt_cpu_kernels_avx512(gt_cpu_kernels *k)
     k->qdot4[GT_TYPE_Q4_0] = vnni_qdot4_q4_0;
     k->qdot[GT_TYPE_Q4_1] = vnni_qdot_q4_1;
     k->qdot4[GT_TYPE_Q4_1] = vnni_qdot4_q4_1;
+    k->qdot[GT_TYPE_Q5_0] = vnni_qdot_q5_0;
+    k->qdot4[GT_TYPE_Q5_0] = vnni_qdot4_q5_0;
+    k->qdot[GT_TYPE_Q4_K] = vnni_qdot_q4_K;
+    k->qdot4[GT_TYPE_Q4_K] = vnni_qdot4_q4_K;
+    k->qdot[GT_TYPE_Q6_K] = vnni_qdot_q6_K;
+    k->qdot4[GT_TYPE_Q6_K] = vnni_qdot4_q6_K;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;

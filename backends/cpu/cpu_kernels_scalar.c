@@ -90,6 +90,75 @@ static float qdot_q4_1(const void *w, const int8_t *q, const float *d, const flo
     return acc + off;
 }
 
+/* As Q4_0 with a fifth bit (qh, bit j for element j) and offset 16. */
+static float qdot_q5_0(const void *w, const int8_t *q, const float *d, const float *s, int64_t nb)
+{
+    const gt_block_q5_0 *x = w;
+    float acc = 0.0f, off = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *qa = q + b * GT_CPU_QK;
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, sizeof qh);
+        int sum = 0;
+        for (int j = 0; j < GT_CPU_QK / 2; j++) {
+            const int lo = (x[b].qs[j] & 0x0F) | (int)((qh >> j) & 1) << 4;
+            const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            sum += lo * qa[j] + hi * qa[j + GT_CPU_QK / 2];
+        }
+        const float dw = gt_f16_to_f32(x[b].d);
+        acc += dw * d[b] * (float)sum;
+        off += dw * s[b];
+    }
+    return acc - 16.0f * off;
+}
+
+/* Q4_K: run i of a super-block (sub-scale sc, min mn) meets activation
+ * block 8*sb + i; dot = sum d*sc*da * sum(u*a) - dmin*mn * s (cpu_qdot.h). */
+static float qdot_q4_K(const void *w, const int8_t *q, const float *d, const float *s, int64_t nb)
+{
+    const gt_block_q4_K *x = w;
+    float acc = 0.0f, off = 0.0f;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const float dw = gt_f16_to_f32(x[sb].d), dmin = gt_f16_to_f32(x[sb].dmin);
+        for (int i = 0; i < 8; i++) {
+            uint8_t sc, mn;
+            gt_k_scale_min(x[sb].scales, i, &sc, &mn);
+            const int64_t b = sb * 8 + i;
+            const uint8_t *qs = x[sb].qs + 32 * (i / 2);
+            int sum = 0;
+            for (int j = 0; j < GT_CPU_QK; j++)
+                sum += ((qs[j] >> (4 * (i % 2))) & 0x0F) * q[b * GT_CPU_QK + j];
+            acc += dw * (float)sc * d[b] * (float)sum;
+            off += dmin * (float)mn * s[b];
+        }
+    }
+    return acc - off;
+}
+
+/* Q6_K: per run of 32, the two groups' int8 scales multiply their integer
+ * sums exactly; d * da once per run. */
+static float qdot_q6_K(const void *w, const int8_t *q, const float *d, const float *s, int64_t nb)
+{
+    (void)s;
+    const gt_block_q6_K *x = w;
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const float dw = gt_f16_to_f32(x[sb].d);
+        for (int i = 0; i < 8; i++) {
+            const int64_t b = sb * 8 + i;
+            const int h = i / 4, g = i % 4;
+            const uint8_t *ql = x[sb].ql + 64 * h + 32 * (g % 2), *qh = x[sb].qh + 32 * h;
+            int sum = 0;
+            for (int j = 0; j < GT_CPU_QK; j++) {
+                const int u = ((ql[j] >> (4 * (g / 2))) & 0x0F) | ((qh[j] >> (2 * g)) & 3) << 4;
+                sum += x[sb].scales[2 * i + j / 16] * (u - 32) * q[b * GT_CPU_QK + j];
+            }
+            acc += dw * d[b] * (float)sum;
+        }
+    }
+    return acc;
+}
+
 /* Quantized weights x f32 activations: a block's products are summed in
  * four partial sums (as dot_f32), then scaled once by the block's d. */
 static float fdot_q8_0(const void *w, const float *x, int64_t n)
@@ -537,6 +606,9 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->qdot[GT_TYPE_Q8_0] = qdot_q8_0;
     k->qdot[GT_TYPE_Q4_0] = qdot_q4_0;
     k->qdot[GT_TYPE_Q4_1] = qdot_q4_1;
+    k->qdot[GT_TYPE_Q5_0] = qdot_q5_0;
+    k->qdot[GT_TYPE_Q4_K] = qdot_q4_K;
+    k->qdot[GT_TYPE_Q6_K] = qdot_q6_K;
     k->fdot[GT_TYPE_F32] = fdot_f32;
     k->fdot[GT_TYPE_F16] = fdot_f16;
     k->fdot[GT_TYPE_BF16] = fdot_bf16;

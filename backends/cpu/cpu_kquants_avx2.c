@@ -103,19 +103,9 @@ static INL T void scales_q6_K(const gt_block_q6_K *b, kscales *s)
 
 /* ---- quants of run i (elements 32i .. 32i+31) as bytes ------------------- */
 
-static INL T __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-/* Shift each 16-bit lane left by s (right by -s); s is a constant once the
- * run loop is unrolled. Only bits that stay inside their byte are kept by
- * the callers' masks. */
-static INL T __m256i shift16(__m256i v, int s)
-{
-    return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
-}
-
 static INL T __m256i crumbs(const uint8_t *qs, int i)
 {
-    return _mm256_and_si256(shift16(load32(qs + 32 * (i / 4)), -2 * (i % 4)), _mm256_set1_epi8(3));
+    return _mm256_and_si256(gt_cpu_shift16(gt_cpu_load32(qs + 32 * (i / 4)), -2 * (i % 4)), _mm256_set1_epi8(3));
 }
 
 static INL T __m256i bytes_q2_K(const gt_block_q2_K *b, int i) { return crumbs(b->qs, i); }
@@ -123,30 +113,21 @@ static INL T __m256i bytes_q2_K(const gt_block_q2_K *b, int i) { return crumbs(b
 static INL T __m256i bytes_q3_K(const gt_block_q3_K *b, int i)
 {
     const __m256i bit = _mm256_set1_epi8((char)(1 << i));
-    const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(load32(b->hmask), bit), _mm256_setzero_si256());
+    const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(gt_cpu_load32(b->hmask), bit), _mm256_setzero_si256());
     return _mm256_sub_epi8(crumbs(b->qs, i), _mm256_and_si256(clear, _mm256_set1_epi8(4)));
 }
 
-static INL T __m256i nibbles_k(const uint8_t *qs, int i)
-{
-    return _mm256_and_si256(shift16(load32(qs + 32 * (i / 2)), -4 * (i % 2)), _mm256_set1_epi8(0x0F));
-}
-
-static INL T __m256i bytes_q4_K(const gt_block_q4_K *b, int i) { return nibbles_k(b->qs, i); }
+static INL T __m256i bytes_q4_K(const gt_block_q4_K *b, int i) { return gt_cpu_nibbles_k(b->qs, i); }
 
 static INL T __m256i bytes_q5_K(const gt_block_q5_K *b, int i)
 {
-    const __m256i h = _mm256_and_si256(shift16(load32(b->qh), 4 - i), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(nibbles_k(b->qs, i), h);
+    const __m256i h = _mm256_and_si256(gt_cpu_shift16(gt_cpu_load32(b->qh), 4 - i), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(gt_cpu_nibbles_k(b->qs, i), h);
 }
 
 static INL T __m256i bytes_q6_K(const gt_block_q6_K *b, int i)
 {
-    const int h = i / 4, g = i % 4;
-    const __m256i l = shift16(load32(b->ql + 64 * h + 32 * (g % 2)), -4 * (g / 2));
-    const __m256i hi = _mm256_and_si256(shift16(load32(b->qh + 32 * h), 4 - 2 * g), _mm256_set1_epi8(0x30));
-    const __m256i u = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi8(0x0F)), hi);
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(32));
+    return _mm256_sub_epi8(gt_cpu_q6k_u(b->ql, b->qh, i), _mm256_set1_epi8(32));
 }
 
 /* ---- one run of 32 against the activations -------------------------------- */

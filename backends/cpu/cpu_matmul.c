@@ -8,14 +8,16 @@
  * row while it sits in L1. By default every weight type is dotted with the
  * F32 activations as they are (fdot: Q8_0/Q4_0/Q4_1 blocks are widened to
  * floats in registers), which keeps decode as accurate as the BLAS path.
- * With GT_CPU_ACT=q8, Q8_0/Q4_0/Q4_1 products instead first quantize the
- * activations to 8-bit blocks (all threads share one copy, split by rows,
- * then a barrier; consecutive products of the same input, q/k/v and
- * gate/up, reuse that copy) and the dot products are integer (cpu_qdot.h;
- * four activation rows share each weight read through qdot4, as fdot4
- * does on the f32 path).
- * On SmolLM2-135M that rounding costs ~5% top-1 agreement with the
- * reference in decode, for no measured speed gain (README.md). Weight
+ * With GT_CPU_ACT=q8, the types with a qdot kernel (Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q4_K, Q6_K; cpu.h) instead first quantize the activations to 8-bit
+ * blocks (all threads share one copy, split by rows, then a barrier;
+ * consecutive products of the same input, q/k/v and gate/up, reuse that
+ * copy) and the dot products are integer (cpu_qdot.h; four activation rows
+ * share each weight read through qdot4, as fdot4 does on the f32 path).
+ * That rounding costs some agreement with the reference (the act-q8 cells'
+ * tolerances, matrices/README.md) and buys decode speed: with the packed
+ * Q4_0/Q8_0 panels, decode ran 1.4-1.9x the f32 path at 1 thread
+ * (backends/cpu/README.md). Weight
  * rows are handed out in chunks, each thread starting at its own chunk and
  * then stealing with one atomic add per chunk: about four chunks per thread
  * keeps the atomics negligible while a thread slowed by a neighbour process

@@ -118,14 +118,34 @@ static inline QD_T __m256i QD_NAME(nibbles)(const uint8_t *qs)
     return _mm256_and_si256(sh, _mm256_set1_epi8(0x0F));
 }
 
-/* The weight types with a Q8-activation dot, as rows() takes them. */
-enum { QD_Q8_0, QD_Q4_0, QD_Q4_1 };
+/* Q5_0's fifth bits (bit j of the 4 qh bytes is element j's) as 0x10 in
+ * byte j: the dword broadcast, byte j/8 moved to byte j, its bit j%8
+ * tested. */
+static inline QD_T __m256i QD_NAME(fifth_bits)(const uint8_t *qh)
+{
+    uint32_t h;
+    memcpy(&h, qh, sizeof h);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                                    2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
 
-/* A block's 32 weights as bytes: Q8_0's int8 as stored, Q4's nibbles. */
+/* The weight types with a Q8-activation dot, as rows() takes them. */
+enum { QD_Q8_0, QD_Q4_0, QD_Q4_1, QD_Q5_0 };
+
+/* A block's 32 weights as bytes: Q8_0's int8 as stored, Q4's nibbles,
+ * Q5_0's nibbles with the fifth bit (qh sits 4 bytes before qs). */
 static inline __attribute__((always_inline)) QD_T __m256i QD_NAME(wbytes)(const int type,
                                                                          const uint8_t *qs)
 {
-    return type == QD_Q8_0 ? _mm256_loadu_si256((const __m256i *)qs) : QD_NAME(nibbles)(qs);
+    if (type == QD_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)qs);
+    if (type == QD_Q5_0)
+        return _mm256_or_si256(QD_NAME(nibbles)(qs), QD_NAME(fifth_bits)(qs - 4));
+    return QD_NAME(nibbles)(qs);
 }
 
 /* The block's integer products with the activations at qa, summed by 4:
@@ -147,8 +167,9 @@ static inline __attribute__((always_inline)) QD_T __m256i QD_NAME(prod)(const in
  * scales converted once for all R rows.
  *
  * Per chunk of up to QD_CHUNK blocks: c[t][j] = dw[j] * d[t][j] (the
- * weight scales gathered 8 at a time, see f16s) and, for Q4_0/Q4_1, the
- * offset sum of dw*s (Q4_0: sum (q-8)*a = sum q*a - 8*sum a) or m*s (Q4_1).
+ * weight scales gathered 8 at a time, see f16s) and, for Q4_0/Q4_1/Q5_0,
+ * the offset sum of dw*s (Q4_0: sum (q-8)*a = sum q*a - 8*sum a; Q5_0
+ * likewise with 16) or m*s (Q4_1).
  * Then each block's integer products are scaled by c from memory, even
  * blocks into acc0 and odd ones into acc1 (two chains hide the FMA's
  * latency). */
@@ -158,9 +179,11 @@ QD_NAME(rows)(const int type, const void *w, const int8_t *const *q, const float
 {
     const int stride = type == QD_Q8_0   ? (int)sizeof(gt_block_q8_0)
                        : type == QD_Q4_0 ? (int)sizeof(gt_block_q4_0)
+                       : type == QD_Q5_0 ? (int)sizeof(gt_block_q5_0)
                                          : (int)sizeof(gt_block_q4_1);
     const int qoff = type == QD_Q8_0   ? (int)offsetof(gt_block_q8_0, qs)
                      : type == QD_Q4_0 ? (int)offsetof(gt_block_q4_0, qs)
+                     : type == QD_Q5_0 ? (int)offsetof(gt_block_q5_0, qs)
                                        : (int)offsetof(gt_block_q4_1, qs);
     const int moff = type == QD_Q4_1 ? (int)offsetof(gt_block_q4_1, m) : -1;
     const bool offs = type != QD_Q8_0;
@@ -226,7 +249,10 @@ QD_NAME(rows)(const int type, const void *w, const int8_t *const *q, const float
     }
     for (int t = 0; t < R; t++) {
         const float v = QD_NAME(hsum)(_mm256_add_ps(acc0[t], acc1[t]));
-        out[t] = type == QD_Q4_0 ? v - 8.0f * off[t] : type == QD_Q4_1 ? v + off[t] : v;
+        out[t] = type == QD_Q4_0   ? v - 8.0f * off[t]
+                 : type == QD_Q5_0 ? v - 16.0f * off[t]
+                 : type == QD_Q4_1 ? v + off[t]
+                                   : v;
     }
 }
 
@@ -248,5 +274,107 @@ QD_NAME(rows)(const int type, const void *w, const int8_t *const *q, const float
 QD_ONE_AND_FOUR(q8_0, QD_Q8_0)
 QD_ONE_AND_FOUR(q4_0, QD_Q4_0)
 QD_ONE_AND_FOUR(q4_1, QD_Q4_1)
+QD_ONE_AND_FOUR(q5_0, QD_Q5_0)
 
+/* ---- K-quants: Q4_K and Q6_K ------------------------------------------------
+ * A super-block of 256 is 8 runs of 32, and run i meets activation block
+ * 8*sb + i; their scales are per 32 (the activations' d) and per run
+ * (Q4_K: 6-bit sc and min) or per 16 (Q6_K: int8), so:
+ *   Q4_K  sum_i d*sc_i*da_i * sum(u*a) - dmin * sum_i mn_i * s_i
+ *         (u the nibbles 0..15; s = da * sum a, as for Q4_0's offset);
+ *   Q6_K  sum_i d*da_i * (sc_2i * sum_lo16((u-32)*a) + sc_2i+1 * sum_hi16)
+ *         (u-32 in -32..31 takes Q8_0's sign trick; the group scales are
+ *         integer multiplies, exact).
+ * Per super-block c[t][i] (the float factor of run i) is formed 8 at a
+ * time and each run's integer sum is converted once and FMAed with it,
+ * even runs into acc0, odd ones into acc1, the same for any R. */
+enum { QD_Q4_K = 8, QD_Q6_K };
+
+static inline __attribute__((always_inline)) QD_T void
+QD_NAME(krows)(const int type, const void *w, const int8_t *const *q, const float *const *d,
+               const float *const *s, int64_t nb, const int R, float *out)
+{
+    const int64_t nsb = nb / 8;
+    __m256 acc0[4], acc1[4], offv[4];
+    for (int t = 0; t < R; t++)
+        acc0[t] = acc1[t] = offv[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        float c[4][8];
+        __m256i sc32[2]; /* Q6_K: the 16 group scales as int32 */
+        const uint8_t *qs = NULL, *ql = NULL, *qh = NULL;
+        if (type == QD_Q4_K) {
+            const gt_block_q4_K *b = (const gt_block_q4_K *)w + sb;
+            uint8_t u[16];
+            gt_cpu_q4k_scales(b->scales, u);
+            const __m128i v = _mm_loadu_si128((const __m128i *)u);
+            const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(QD_NAME(f16)(b->d)),
+                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)));
+            const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(QD_NAME(f16)(b->dmin)),
+                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))));
+            for (int t = 0; t < R; t++) {
+                _mm256_storeu_ps(c[t], _mm256_mul_ps(sc, _mm256_loadu_ps(d[t] + sb * 8)));
+                offv[t] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(s[t] + sb * 8), offv[t]);
+            }
+            qs = b->qs;
+        } else {
+            const gt_block_q6_K *b = (const gt_block_q6_K *)w + sb;
+            const __m128i v = _mm_loadu_si128((const __m128i *)b->scales);
+            sc32[0] = _mm256_cvtepi8_epi32(v);
+            sc32[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
+            const __m256 dw = _mm256_set1_ps(QD_NAME(f16)(b->d));
+            for (int t = 0; t < R; t++)
+                _mm256_storeu_ps(c[t], _mm256_mul_ps(dw, _mm256_loadu_ps(d[t] + sb * 8)));
+            ql = b->ql;
+            qh = b->qh;
+        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+        {
+            __m256i u, gs = _mm256_setzero_si256();
+            if (type == QD_Q4_K) {
+                u = gt_cpu_nibbles_k(qs, i);
+            } else {
+                u = _mm256_sub_epi8(gt_cpu_q6k_u(ql, qh, i), _mm256_set1_epi8(32));
+                /* lanes 0-3: group 2i's scale, 4-7: group 2i+1's */
+                const int g = 2 * (i % 4);
+                gs = _mm256_permutevar8x32_epi32(sc32[i / 4], _mm256_setr_epi32(g, g, g, g, g + 1, g + 1,
+                                                                                 g + 1, g + 1));
+            }
+            for (int t = 0; t < R; t++) {
+                const int8_t *qa = q[t] + (sb * 8 + i) * GT_CPU_QK;
+                __m256i p = QD_NAME(prod)(type == QD_Q4_K ? QD_Q4_0 : QD_Q8_0, u, qa);
+                if (type == QD_Q6_K)
+                    p = _mm256_mullo_epi32(p, gs);
+                const __m256 ci = _mm256_broadcast_ss(c[t] + i), pf = _mm256_cvtepi32_ps(p);
+                if (i & 1)
+                    acc1[t] = _mm256_fmadd_ps(ci, pf, acc1[t]);
+                else
+                    acc0[t] = _mm256_fmadd_ps(ci, pf, acc0[t]);
+            }
+        }
+    }
+    for (int t = 0; t < R; t++) {
+        const float v = QD_NAME(hsum)(_mm256_add_ps(acc0[t], acc1[t]));
+        out[t] = type == QD_Q4_K ? v - QD_NAME(hsum)(offv[t]) : v;
+    }
+}
+
+#define QD_K_ONE_AND_FOUR(TYPE, KIND)                                                             \
+    static QD_T float QD_NAME(qdot_##TYPE)(const void *w, const int8_t *q, const float *d,       \
+                                          const float *s, int64_t nb)                            \
+    {                                                                                             \
+        float out;                                                                                \
+        QD_NAME(krows)(KIND, w, &q, &d, &s, nb, 1, &out);                                         \
+        return out;                                                                               \
+    }                                                                                             \
+    static QD_T void QD_NAME(qdot4_##TYPE)(const void *w, const int8_t *const q[4],              \
+                                           const float *const d[4], const float *const s[4],     \
+                                           int64_t nb, float out[4])                             \
+    {                                                                                             \
+        QD_NAME(krows)(KIND, w, q, d, s, nb, 4, out);                                             \
+    }
+
+QD_K_ONE_AND_FOUR(q4_K, QD_Q4_K)
+QD_K_ONE_AND_FOUR(q6_K, QD_Q6_K)
+
+#undef QD_K_ONE_AND_FOUR
 #undef QD_ONE_AND_FOUR

@@ -1,11 +1,14 @@
 /* cpu_x86.h: small helpers shared by the x86 kernel files (cpu_kernels_avx2.c,
- * cpu_kquants_avx2.c, cpu_kquants_avx512.c). Only included by files that
+ * cpu_kernels_avx512.c, cpu_kquants_avx2.c, cpu_kquants_avx512.c). Only included by files that
  * compile per-function target attributes; these functions carry the AVX2
  * one, so AVX-512 functions may inline them too.
  *
  *   - int8 values in element order (32 in a 256-bit register) to floats,
  *     8 at a time: the K-quant and Q5 kernels build their quants as bytes
  *     and widen them here.
+ *   - Q4_K's and Q6_K's quants of one run of 32 elements as bytes (the
+ *     f32-activation K-quant kernels and the Q8-activation dots both
+ *     decode them).
  *   - The K-quants' packed 6-bit sub-block scales unpacked with 32-bit word
  *     operations (4 bytes at once) instead of one element at a time; the
  *     same values as gt_k_scale_min and quant_k.c's Q3_K unpacking
@@ -40,6 +43,40 @@ static inline GT_CPU_T_AVX2 void gt_cpu_byte_groups(__m256i q, __m128i g[4])
 static inline GT_CPU_T_AVX2 __m256 gt_cpu_i8x8_f32(__m128i g)
 {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(g));
+}
+
+/* Shift each 16-bit lane left by s (right by -s); s is a constant once the
+ * callers' run loops are unrolled. Only bits that stay inside their byte
+ * are kept by the callers' masks. */
+static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_shift16(__m256i v, int s)
+{
+    return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
+}
+
+static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_load32(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Q4_K/Q5_K run i (elements 32i..32i+31): the nibbles of qs[32*(i/2) ..],
+ * low ones for even i. */
+static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_nibbles_k(const uint8_t *qs,
+                                                                                   int i)
+{
+    return _mm256_and_si256(gt_cpu_shift16(gt_cpu_load32(qs + 32 * (i / 2)), -4 * (i % 2)),
+                            _mm256_set1_epi8(0x0F));
+}
+
+/* Q6_K run i, unsigned (0..63: the stored value, 32 above the quant): the
+ * nibbles of ql with the two high bits from qh shifted to bits 4..5. */
+static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_q6k_u(const uint8_t *ql,
+                                                                               const uint8_t *qh, int i)
+{
+    const int h = i / 4, g = i % 4;
+    const __m256i l = gt_cpu_shift16(gt_cpu_load32(ql + 64 * h + 32 * (g % 2)), -4 * (g / 2));
+    const __m256i hi =
+        _mm256_and_si256(gt_cpu_shift16(gt_cpu_load32(qh + 32 * h), 4 - 2 * g), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi8(0x0F)), hi);
 }
 
 /* Q4_K/Q5_K: out[0..7] = the 8 scales, out[8..15] = the 8 mins (6 bits
