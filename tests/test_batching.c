@@ -328,7 +328,61 @@ static void gemm_from_packed(gt_type type)
 START_TEST(cpu_gemm_from_packed)
 {
     gemm_from_packed(GT_TYPE_Q4_0);
+    gemm_from_packed(GT_TYPE_Q5_0);
     gemm_from_packed(GT_TYPE_Q8_0);
+}
+END_TEST
+
+/* The packed few-row products (cpu_packed.c: Q4_0, Q5_0, Q8_0 weights
+ * mapped from host, act=q8) on every ISA this CPU has, against the
+ * dequantized weights dotted with the f32 inputs in double. The only
+ * rounding beyond float sums is the activations' 8-bit quantization:
+ * pooled NMSE ~3e-5 (step^2/12 of the signal, as test_cpu's igemm case);
+ * a wrong nibble, fifth bit, scale or offset gives >= 1e-2. Above 1e-7
+ * shows the 8-bit path ran, not the f32 one. */
+START_TEST(cpu_packed_matches_dequantized)
+{
+    enum { K = 256, N_OUT = 21, ROWS = 5 };
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const gt_type types[] = {GT_TYPE_Q4_0, GT_TYPE_Q5_0, GT_TYPE_Q8_0};
+    for (int i = 0; i < 3; i++) {
+        setenv("GT_CPU_ISA", isas[i], 1);
+        gt_backend *probe = NULL;
+        gt_err err = {{0}};
+        const gt_backend_config cfg = {0};
+        if (gt_backend_open("cpu", &cfg, &probe, &err) != 0) {
+            unsetenv("GT_CPU_ISA");
+            ck_assert_msg(strstr(err.msg, "lacks") || strstr(err.msg, "not compiled"), "%s", err.msg);
+            printf("SKIP packed %s: %s\n", isas[i], err.msg);
+            continue;
+        }
+        gt_backend_close(probe);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            mm_fix f;
+            mm_open(&f, types[t], "q8", K, N_OUT, ROWS, 0.37, 0.11);
+            ck_assert_msg(strstr(f.b->info.extra, isas[i]), "%s", f.b->info.extra);
+            static float got[N_OUT * ROWS], wd[K * N_OUT];
+            mm_run(&f, 0, ROWS, got);
+            const size_t wrow = gt_row_size(types[t], K);
+            for (int r = 0; r < N_OUT; r++)
+                gt_dequantize_row(types[t], f.wq + (size_t)r * wrow, wd + (size_t)r * K, K);
+            double se = 0.0, sr = 0.0;
+            for (int i2 = 0; i2 < ROWS; i2++)
+                for (int r = 0; r < N_OUT; r++) {
+                    double want = 0.0;
+                    for (int e = 0; e < K; e++)
+                        want += (double)wd[r * K + e] * f.x[i2 * K + e];
+                    const double d = got[i2 * N_OUT + r] - want;
+                    se += d * d;
+                    sr += want * want;
+                }
+            printf("packed %s %s: pooled NMSE %.2e\n", isas[i], gt_type_name(types[t]), se / sr);
+            ck_assert_msg(se / sr <= 1e-4 && se / sr > 1e-7, "packed %s %s: NMSE %.3e", isas[i],
+                          gt_type_name(types[t]), se / sr);
+            mm_close(&f);
+        }
+        unsetenv("GT_CPU_ISA");
+    }
 }
 END_TEST
 
@@ -410,6 +464,7 @@ int main(void)
     tcase_add_test(tc, cpu_within_tolerance);
     tcase_add_test(tc, cpu_rows_alone);
     tcase_add_test(tc, cpu_gemm_from_packed);
+    tcase_add_test(tc, cpu_packed_matches_dequantized);
     gt_test_add_if(tc, opencl_within_tolerance, opencl_ok, opencl_why);
     tcase_add_loop_test(tc, fault_batch_split, 0, 2);
     tcase_add_loop_test(tc, fault_seq_bleed, 0, 2);

@@ -128,7 +128,7 @@ static inline const float *gt_cpu_act_sums(const gt_cpu_act8 *a, gt_type t)
 typedef void (*gt_cpu_igemm_fn)(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0,
                                 int64_t i1, float *out, int64_t ldo, int n_rows);
 
-/* Q4_0 and Q8_0 weights repacked once for the few-row act=q8 products
+/* Q4_0, Q5_0 and Q8_0 weights repacked once for the few-row act=q8 products
  * (cpu_packed.c): 8 weight rows x one 32-element block column in the bytes
  * of 8 blocks, laid out so one 32-byte load holds 4 quant bytes of each of
  * the 8 rows (VNNI's operand shape):
@@ -137,19 +137,28 @@ typedef void (*gt_cpu_igemm_fn)(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, 
  *                     4g+j, its high nibble weight 16+4g+j
  *   Q8_0: q[g][r][j]  weight 4g+j of row r plus 128 (unsigned; the
  *                     activations' -128 * sum q takes it off again)
+ *   Q5_0: q as Q4_0's (the low 4 bits), and h[g][0] bit 4r+j = the
+ *         fifth bit of weight 4g+j of row r, h[g][1] that of weight
+ *         16+4g+j: the bytes of the 8 blocks, in the order one 32-byte
+ *         load of q needs them
  * Rows past the matrix's end are zero (d = 0). */
 #define GT_CPU_PK_ROWS 8
 typedef struct gt_cpu_pk_q4_0 {
     uint16_t d[GT_CPU_PK_ROWS];
     uint8_t q[4][GT_CPU_PK_ROWS][4];
 } gt_cpu_pk_q4_0;
+typedef struct gt_cpu_pk_q5_0 {
+    uint16_t d[GT_CPU_PK_ROWS];
+    uint8_t q[4][GT_CPU_PK_ROWS][4];
+    uint32_t h[4][2];
+} gt_cpu_pk_q5_0;
 typedef struct gt_cpu_pk_q8_0 {
     uint16_t d[GT_CPU_PK_ROWS];
     uint8_t q[8][GT_CPU_PK_ROWS][4];
 } gt_cpu_pk_q8_0;
 
 /* out[i*ldo + r] for activation rows [i0, i1) and the n_rows (<= 8) rows
- * of one panel of nb packed blocks (gt_cpu_pk_q4_0 or _q8_0 by type): per
+ * of one panel of nb packed blocks (gt_cpu_pk_q4_0, _q5_0 or _q8_0): per
  * row and block, the exact integer sum of w * q, times d_w, then
  * fused-multiply-added with d_a into the row's sum, the same operations
  * whatever the number of rows. */
@@ -176,7 +185,7 @@ typedef struct gt_cpu_kernels {
      * exactly, so one exp and a division, and no cancellation near 0. */
     void (*gelu_mul)(const float *a, const float *b, float *t, int64_t n);
     gt_cpu_igemm_fn igemm;       /* every table has one */
-    gt_cpu_pk_fn pk[GT_TYPE_COUNT]; /* Q4_0 and Q8_0 in every table */
+    gt_cpu_pk_fn pk[GT_TYPE_COUNT]; /* Q4_0, Q5_0 and Q8_0 in every table */
 } gt_cpu_kernels;
 
 void gt_cpu_kernels_scalar(gt_cpu_kernels *k);
@@ -194,6 +203,8 @@ void gt_cpu_igemm_scalar(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t
 void gt_cpu_igemm_avx2(const gt_cpu_ig_block *w, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
                        float *out, int64_t ldo, int n_rows);
 void gt_cpu_pk_q4_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows);
+void gt_cpu_pk_q5_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
                            float *out, int64_t ldo, int n_rows);
 void gt_cpu_pk_q8_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
                            float *out, int64_t ldo, int n_rows);

@@ -661,6 +661,7 @@ bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
     k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_avx2;
     k->pk[GT_TYPE_Q4_0] = avx2_pk_q4_0;
+    k->pk[GT_TYPE_Q5_0] = avx2_pk_q5_0;
     k->pk[GT_TYPE_Q8_0] = avx2_pk_q8_0;
     return true;
 }

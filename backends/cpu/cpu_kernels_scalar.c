@@ -646,5 +646,6 @@ void gt_cpu_kernels_scalar(gt_cpu_kernels *k)
     k->gelu_mul = gelu_mul;
     k->igemm = gt_cpu_igemm_scalar;
     k->pk[GT_TYPE_Q4_0] = gt_cpu_pk_q4_0_scalar;
+    k->pk[GT_TYPE_Q5_0] = gt_cpu_pk_q5_0_scalar;
     k->pk[GT_TYPE_Q8_0] = gt_cpu_pk_q8_0_scalar;
 }

@@ -1,4 +1,4 @@
-/* cpu_packed.c: Q4_0 and Q8_0 weights repacked once, for act=q8 products
+/* cpu_packed.c: Q4_0, Q5_0 and Q8_0 weights repacked once, for act=q8 products
  * of a few activation rows (decode, and serve --parallel's decode of several
  * sequences).
  *
@@ -6,13 +6,13 @@
  * gathers the blocks' scales (a gather at an 18-byte stride, whose latency
  * shows in profiles) and ends in a horizontal sum; on SmolLM2 Q4_0 that
  * left decode at 0.6-0.8x llama.cpp, which repacks Q4_0 into interleaved
- * rows at load. Here 8 weight rows are interleaved (gt_cpu_pk_q4_0 and
- * _q8_0 in cpu.h): one load gives 4 quant bytes of each of the 8 rows, one
+ * rows at load. Here 8 weight rows are interleaved (gt_cpu_pk_q4_0, _q5_0
+ * and _q8_0 in cpu.h): one load gives 4 quant bytes of each of the 8 rows, one
  * vpdpbusd against 4 broadcast activation bytes adds into the 8 rows' sums
  * at once, the 8 scales are one vcvtph2ps, and 8 results are one store.
  * The packed copy holds the same bytes as the blocks it replaces.
  *
- * When: the node's weight is a Q4_0 or Q8_0 leaf tensor in a buffer made from host
+ * When: the node's weight is a Q4_0, Q5_0 or Q8_0 leaf tensor in a buffer made from host
  * memory (buffer_from_host: the model's mapped weights, which by the
  * backend contract stay unchanged for the buffer's life), act=q8, and
  * fewer activation rows than blas_min_batch (from there the integer GEMM
@@ -25,7 +25,8 @@
  * RSS against its budget).
  *
  * Exactness: per row and block the sum of w * q is an exact integer (Q4_0:
- * (nibble - 8) * q, started at the activations' -8 * sum q; Q8_0: (w + 128)
+ * (nibble - 8) * q, started at the activations' -8 * sum q; Q5_0 the same
+ * with the fifth bit and -16 * sum q; Q8_0: (w + 128)
  * * q started at -128 * sum q), times d_w,
  * then fused-multiply-added with d_a into the row's sum: the same
  * operations for a row whatever the number of activation rows or its
@@ -80,7 +81,9 @@ static gt_cpu_packed *find(gt_cpu_ctx *c, const gt_tensor *w)
 
 static size_t panel_block_bytes(gt_type t)
 {
-    return t == GT_TYPE_Q4_0 ? sizeof(gt_cpu_pk_q4_0) : sizeof(gt_cpu_pk_q8_0);
+    return t == GT_TYPE_Q4_0   ? sizeof(gt_cpu_pk_q4_0)
+           : t == GT_TYPE_Q5_0 ? sizeof(gt_cpu_pk_q5_0)
+                               : sizeof(gt_cpu_pk_q8_0);
 }
 
 /* Row r's block b into panel block o at row slot j. */
@@ -92,6 +95,19 @@ static void pack_block(gt_type t, const void *blk, void *o, int j)
         p->d[j] = x->d;
         for (int g = 0; g < 4; g++)
             memcpy(p->q[g][j], x->qs + 4 * g, 4);
+    } else if (t == GT_TYPE_Q5_0) {
+        const gt_block_q5_0 *x = blk;
+        gt_cpu_pk_q5_0 *p = o;
+        uint32_t qh;
+        memcpy(&qh, x->qh, sizeof qh);
+        p->d[j] = x->d;
+        for (int g = 0; g < 4; g++) {
+            memcpy(p->q[g][j], x->qs + 4 * g, 4);
+            for (int e = 0; e < 4; e++) {
+                p->h[g][0] |= ((qh >> (4 * g + e)) & 1u) << (4 * j + e);
+                p->h[g][1] |= ((qh >> (16 + 4 * g + e)) & 1u) << (4 * j + e);
+            }
+        }
     } else {
         const gt_block_q8_0 *x = blk;
         gt_cpu_pk_q8_0 *p = o;
@@ -182,6 +198,16 @@ static int32_t block_sum(gt_type t, const void *w, int64_t b, int r, const int8_
         for (int g = 0; g < 4; g++)
             for (int j = 0; j < 4; j++)
                 sum += (p->q[g][r][j] & 0x0F) * q[4 * g + j] + (p->q[g][r][j] >> 4) * q[16 + 4 * g + j];
+    } else if (t == GT_TYPE_Q5_0) {
+        const gt_cpu_pk_q5_0 *p = (const gt_cpu_pk_q5_0 *)w + b;
+        sum = c / 8; /* -16 * sum q */
+        for (int g = 0; g < 4; g++)
+            for (int j = 0; j < 4; j++) {
+                const int bit = 4 * r + j;
+                const int lo = (p->q[g][r][j] & 0x0F) | (int)((p->h[g][0] >> bit) & 1) << 4;
+                const int hi = (p->q[g][r][j] >> 4) | (int)((p->h[g][1] >> bit) & 1) << 4;
+                sum += lo * q[4 * g + j] + hi * q[16 + 4 * g + j];
+            }
     } else {
         const gt_cpu_pk_q8_0 *p = (const gt_cpu_pk_q8_0 *)w + b;
         sum = c; /* takes the +128 off */
@@ -192,9 +218,12 @@ static int32_t block_sum(gt_type t, const void *w, int64_t b, int r, const int8_
     return sum;
 }
 
+/* Every panel block starts with its 8 rows' f16 scales. */
 static uint16_t block_scale(gt_type t, const void *w, int64_t b, int r)
 {
-    return t == GT_TYPE_Q4_0 ? ((const gt_cpu_pk_q4_0 *)w)[b].d[r] : ((const gt_cpu_pk_q8_0 *)w)[b].d[r];
+    uint16_t d;
+    memcpy(&d, (const char *)w + (size_t)b * panel_block_bytes(t) + sizeof d * (size_t)r, sizeof d);
+    return d;
 }
 
 /* The reference for the SIMD kernels: the same sums in the same roles. */
@@ -217,6 +246,12 @@ void gt_cpu_pk_q4_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int6
                            float *out, int64_t ldo, int n_rows)
 {
     pk_scalar(GT_TYPE_Q4_0, w, nb, a, i0, i1, out, ldo, n_rows);
+}
+
+void gt_cpu_pk_q5_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
+                           float *out, int64_t ldo, int n_rows)
+{
+    pk_scalar(GT_TYPE_Q5_0, w, nb, a, i0, i1, out, ldo, n_rows);
 }
 
 void gt_cpu_pk_q8_0_scalar(const void *w, int64_t nb, const gt_cpu_act8 *a, int64_t i0, int64_t i1,
@@ -247,6 +282,17 @@ void gt_cpu_packed_row_range(gt_type t, const void *data, int64_t nb, int64_t ro
                 for (int e = 0; e < 4; e++) {
                     u[b][4 * g + e] = (uint8_t)((p->q[g][j][e] & 0x0F) + 120);
                     u[b][16 + 4 * g + e] = (uint8_t)((p->q[g][j][e] >> 4) + 120);
+                }
+            d[b] = gt_f16_to_f32(p->d[j]);
+        } else if (t == GT_TYPE_Q5_0) {
+            const gt_cpu_pk_q5_0 *p = (const gt_cpu_pk_q5_0 *)(base + (size_t)b * bb);
+            for (int g = 0; g < 4; g++)
+                for (int e = 0; e < 4; e++) {
+                    const int bit = 4 * j + e;
+                    u[b][4 * g + e] =
+                        (uint8_t)((p->q[g][j][e] & 0x0F) + (((p->h[g][0] >> bit) & 1) << 4) + 112);
+                    u[b][16 + 4 * g + e] =
+                        (uint8_t)((p->q[g][j][e] >> 4) + (((p->h[g][1] >> bit) & 1) << 4) + 112);
                 }
             d[b] = gt_f16_to_f32(p->d[j]);
         } else {

@@ -119,18 +119,12 @@ static inline QD_T __m256i QD_NAME(nibbles)(const uint8_t *qs)
 }
 
 /* Q5_0's fifth bits (bit j of the 4 qh bytes is element j's) as 0x10 in
- * byte j: the dword broadcast, byte j/8 moved to byte j, its bit j%8
- * tested. */
+ * byte j. */
 static inline QD_T __m256i QD_NAME(fifth_bits)(const uint8_t *qh)
 {
     uint32_t h;
     memcpy(&h, qh, sizeof h);
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32((int)h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
-                                                    2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+    return gt_cpu_bits_0x10(h);
 }
 
 /* The weight types with a Q8-activation dot, as rows() takes them. */

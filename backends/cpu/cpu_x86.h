@@ -79,6 +79,19 @@ static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_q6k_u(
     return _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi8(0x0F)), hi);
 }
 
+/* Bit p of m as 0x10 in byte p (0 where clear): the fifth bits of Q5_0's
+ * 32 weights, or of a packed Q5_0 panel's 8 rows x 4 weights. The dword
+ * broadcast, byte p/8 moved to byte p, its bit p%8 tested. */
+static inline __attribute__((always_inline)) GT_CPU_T_AVX2 __m256i gt_cpu_bits_0x10(uint32_t m)
+{
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)m), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                                    2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 /* Q4_K/Q5_K: out[0..7] = the 8 scales, out[8..15] = the 8 mins (6 bits
  * each). Sub-blocks 0..3 keep both in the low 6 bits of bytes 0..7;
  * 4..7 take their low 4 bits from the nibbles of bytes 8..11 and their top
