@@ -306,6 +306,72 @@ START_TEST(cpu_rows_alone)
 }
 END_TEST
 
+/* SILU_MUL and GELU_MUL split the batch's elements over the threads as one
+ * flat range, so where a thread's range ends moves with the number of
+ * rows: an element must get the bytes it gets alone whatever its place
+ * (every ISA this CPU has; the rows are 172 wide, no multiple of 8 or 16,
+ * 2 threads). AVX2's scalar expf tail broke this once: serve --parallel's
+ * answers differed from serial ones. */
+/* op over rows [r0, r0 + rows) of the n-wide inputs in ba and bb; into dst. */
+static void ew_run(gt_backend *be, gt_op op, gt_buffer *ba, gt_buffer *bb, gt_buffer *bo, int n,
+                   int r0, int rows, float *dst)
+{
+    const gt_backend_iface *bi = be->iface;
+    const size_t off = sizeof(float) * (size_t)n * (size_t)r0;
+    gt_tensor ta = {.name = "a", .type = GT_TYPE_F32, .ne = {n, rows}, .buf = ba, .offset = off};
+    gt_tensor tb = {.name = "b", .type = GT_TYPE_F32, .ne = {n, rows}, .buf = bb, .offset = off};
+    gt_tensor t = {.name = "t", .type = GT_TYPE_F32, .ne = {n, rows}, .buf = bo, .op = op,
+                   .src = {&ta, &tb}};
+    gt_tensor *node = &t;
+    const gt_graph g = {&node, 1};
+    gt_err err = {{0}};
+    ck_assert_msg(bi->compute(be, &g, &err) == 0, "%s", err.msg);
+    ck_assert(bi->download(bo, 0, dst, sizeof(float) * (size_t)n * (size_t)rows, &err) == 0);
+}
+
+START_TEST(cpu_elementwise_rows_alone)
+{
+    enum { N = 172, ROWS = 3 };
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const gt_op ops[] = {GT_OP_SILU_MUL, GT_OP_GELU_MUL};
+    static float a[N * ROWS], b[N * ROWS], all[N * ROWS], one[N];
+    for (int i = 0; i < N * ROWS; i++) {
+        a[i] = (float)sin(i * 0.37) * 4.0f;
+        b[i] = (float)cos(i * 0.11);
+    }
+    for (int i = 0; i < 3; i++) {
+        setenv("GT_CPU_ISA", isas[i], 1);
+        gt_backend *be = NULL;
+        gt_err err = {{0}};
+        const gt_backend_config cfg = {.n_threads = 2};
+        const int rc = gt_backend_open("cpu", &cfg, &be, &err);
+        unsetenv("GT_CPU_ISA");
+        if (rc != 0) {
+            ck_assert_msg(strstr(err.msg, "lacks") || strstr(err.msg, "not compiled"), "%s", err.msg);
+            printf("SKIP elementwise %s: %s\n", isas[i], err.msg);
+            continue;
+        }
+        const gt_backend_iface *bi = be->iface;
+        gt_buffer *ba, *bb, *bo;
+        ck_assert(bi->buffer_alloc(be, sizeof a, &ba, &err) == 0 &&
+                  bi->buffer_alloc(be, sizeof b, &bb, &err) == 0 &&
+                  bi->buffer_alloc(be, sizeof all, &bo, &err) == 0 &&
+                  bi->upload(ba, 0, a, sizeof a, &err) == 0 && bi->upload(bb, 0, b, sizeof b, &err) == 0);
+        for (int o = 0; o < 2; o++) {
+            ew_run(be, ops[o], ba, bb, bo, N, 0, ROWS, all);
+            for (int at = 0; at < ROWS; at++) {
+                ew_run(be, ops[o], ba, bb, bo, N, at, 1, one);
+                ck_assert_msg(memcmp(one, all + (size_t)at * N, sizeof one) == 0,
+                              "%s %s: row %d of %d differs from the row alone", isas[i],
+                              gt_op_name(ops[o]), at, ROWS);
+            }
+        }
+        bi->buffer_free(ba), bi->buffer_free(bb), bi->buffer_free(bo);
+        gt_backend_close(be);
+    }
+}
+END_TEST
+
 /* With act=q8, a Q4_0 or Q8_0 weight mapped from host is repacked once for
  * the few-row products (cpu_packed.c), its mapped pages handed back, and
  * the integer GEMM (blas_min_batch rows and more) then repacks from that
@@ -465,6 +531,7 @@ int main(void)
     tcase_add_test(tc, cpu_rows_alone);
     tcase_add_test(tc, cpu_gemm_from_packed);
     tcase_add_test(tc, cpu_packed_matches_dequantized);
+    tcase_add_test(tc, cpu_elementwise_rows_alone);
     gt_test_add_if(tc, opencl_within_tolerance, opencl_ok, opencl_why);
     tcase_add_loop_test(tc, fault_batch_split, 0, 2);
     tcase_add_loop_test(tc, fault_seq_bleed, 0, 2);

@@ -584,37 +584,44 @@ static T_AVX2 float exp_sub_sum(float *x, int64_t n, float m)
     return sum;
 }
 
-static T_AVX2 void silu_mul(const float *a, const float *b, float *t, int64_t n)
+static inline __attribute__((always_inline)) T_AVX2 __m256 silu8(__m256 x, __m256 b)
 {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(a + i);
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-        const __m256 num = _mm256_mul_ps(x, _mm256_loadu_ps(b + i));
-        _mm256_storeu_ps(t + i, _mm256_div_ps(num, _mm256_add_ps(one, e)));
-    }
-    for (; i < n; i++)
-        t[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(_mm256_mul_ps(x, b), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-static T_AVX2 void gelu_mul(const float *a, const float *b, float *t, int64_t n)
+static inline __attribute__((always_inline)) T_AVX2 __m256 gelu8(__m256 x, __m256 b)
 {
-    const __m256 one = _mm256_set1_ps(1.0f), c3 = _mm256_set1_ps(0.044715f);
-    const __m256 m2k = _mm256_set1_ps(-2.0f * GT_CPU_GELU_K);
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 u2 = _mm256_mul_ps(_mm256_set1_ps(-2.0f * GT_CPU_GELU_K),
+                                    _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+    return _mm256_div_ps(_mm256_mul_ps(x, b), _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(u2)));
+}
+
+/* t = f(a, b) 8 at a time, the last n % 8 through f as well (padded): an
+ * element's result depends on its own inputs only, not on where a thread's
+ * range ends. (A scalar tail with libm's expf gave other bits, so a row of
+ * a batch split across threads differed from the row alone: serve
+ * --parallel's answers then differed from serial ones on AVX2.) */
+static inline __attribute__((always_inline)) T_AVX2 void map8(__m256 (*f)(__m256, __m256),
+                                                             const float *a, const float *b,
+                                                             float *t, int64_t n)
+{
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(a + i);
-        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        const __m256 e = exp8(_mm256_mul_ps(m2k, _mm256_fmadd_ps(c3, x3, x)));
-        const __m256 num = _mm256_mul_ps(x, _mm256_loadu_ps(b + i));
-        _mm256_storeu_ps(t + i, _mm256_div_ps(num, _mm256_add_ps(one, e)));
-    }
-    for (; i < n; i++) {
-        const float x = a[i], u = GT_CPU_GELU_K * (x + 0.044715f * x * x * x);
-        t[i] = x * b[i] / (1.0f + expf(-2.0f * u));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(t + i, f(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    if (i < n) {
+        float pa[8] = {0}, pb[8] = {0}, pt[8];
+        memcpy(pa, a + i, sizeof(float) * (size_t)(n - i));
+        memcpy(pb, b + i, sizeof(float) * (size_t)(n - i));
+        _mm256_storeu_ps(pt, f(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb)));
+        memcpy(t + i, pt, sizeof(float) * (size_t)(n - i));
     }
 }
+
+static T_AVX2 void silu_mul(const float *a, const float *b, float *t, int64_t n) { map8(silu8, a, b, t, n); }
+
+static T_AVX2 void gelu_mul(const float *a, const float *b, float *t, int64_t n) { map8(gelu8, a, b, t, n); }
 
 bool gt_cpu_kernels_avx2(gt_cpu_kernels *k)
 {
