@@ -57,19 +57,29 @@ static float qdot_q8_0(const void *w, const int8_t *q, const float *d, const flo
     return acc;
 }
 
-/* Nibbles are used unsigned; the "-8" comes back through s: sum (q-8)*a =
- * sum q*a - 8*sum a. */
+/* A Q4/Q5 block's integer sum with the activations qa: nibbles used
+ * unsigned (low ones elements 0..15, high ones 16..31), each with its
+ * fifth bit from qh (bit j for element j; 0 for Q4). */
+static int nibble_sum(const uint8_t qs[16], uint32_t qh, const int8_t *qa)
+{
+    int sum = 0;
+    for (int j = 0; j < GT_CPU_QK / 2; j++) {
+        const int lo = (qs[j] & 0x0F) | (int)((qh >> j) & 1) << 4;
+        const int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        sum += lo * qa[j] + hi * qa[j + GT_CPU_QK / 2];
+    }
+    return sum;
+}
+
+/* The offsets come back through s: sum (q-8)*a = sum q*a - 8*sum a (Q4_0;
+ * Q5_0 with 16), and Q4_1's min m times s. */
 static float qdot_q4_0(const void *w, const int8_t *q, const float *d, const float *s, int64_t nb)
 {
     const gt_block_q4_0 *x = w;
     float acc = 0.0f, off = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const int8_t *qa = q + b * GT_CPU_QK;
-        int sum = 0;
-        for (int j = 0; j < GT_CPU_QK / 2; j++)
-            sum += (x[b].qs[j] & 0x0F) * qa[j] + (x[b].qs[j] >> 4) * qa[j + GT_CPU_QK / 2];
         const float dw = gt_f16_to_f32(x[b].d);
-        acc += dw * d[b] * (float)sum;
+        acc += dw * d[b] * (float)nibble_sum(x[b].qs, 0, q + b * GT_CPU_QK);
         off += dw * s[b];
     }
     return acc - 8.0f * off;
@@ -80,33 +90,21 @@ static float qdot_q4_1(const void *w, const int8_t *q, const float *d, const flo
     const gt_block_q4_1 *x = w;
     float acc = 0.0f, off = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const int8_t *qa = q + b * GT_CPU_QK;
-        int sum = 0;
-        for (int j = 0; j < GT_CPU_QK / 2; j++)
-            sum += (x[b].qs[j] & 0x0F) * qa[j] + (x[b].qs[j] >> 4) * qa[j + GT_CPU_QK / 2];
-        acc += gt_f16_to_f32(x[b].d) * d[b] * (float)sum;
+        acc += gt_f16_to_f32(x[b].d) * d[b] * (float)nibble_sum(x[b].qs, 0, q + b * GT_CPU_QK);
         off += gt_f16_to_f32(x[b].m) * s[b];
     }
     return acc + off;
 }
 
-/* As Q4_0 with a fifth bit (qh, bit j for element j) and offset 16. */
 static float qdot_q5_0(const void *w, const int8_t *q, const float *d, const float *s, int64_t nb)
 {
     const gt_block_q5_0 *x = w;
     float acc = 0.0f, off = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const int8_t *qa = q + b * GT_CPU_QK;
         uint32_t qh;
         memcpy(&qh, x[b].qh, sizeof qh);
-        int sum = 0;
-        for (int j = 0; j < GT_CPU_QK / 2; j++) {
-            const int lo = (x[b].qs[j] & 0x0F) | (int)((qh >> j) & 1) << 4;
-            const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-            sum += lo * qa[j] + hi * qa[j + GT_CPU_QK / 2];
-        }
         const float dw = gt_f16_to_f32(x[b].d);
-        acc += dw * d[b] * (float)sum;
+        acc += dw * d[b] * (float)nibble_sum(x[b].qs, qh, q + b * GT_CPU_QK);
         off += dw * s[b];
     }
     return acc - 16.0f * off;

@@ -250,25 +250,26 @@ QD_NAME(rows)(const int type, const void *w, const int8_t *const *q, const float
     }
 }
 
-#define QD_ONE_AND_FOUR(TYPE, KIND)                                                               \
+/* qdot_TYPE and qdot4_TYPE: ROWS (rows or krows) inlined with R = 1 and 4. */
+#define QD_ONE_AND_FOUR(TYPE, KIND, ROWS)                                                         \
     static QD_T float QD_NAME(qdot_##TYPE)(const void *w, const int8_t *q, const float *d,       \
                                           const float *s, int64_t nb)                            \
     {                                                                                             \
         float out;                                                                                \
-        QD_NAME(rows)(KIND, w, &q, &d, &s, nb, 1, &out);                                          \
+        QD_NAME(ROWS)(KIND, w, &q, &d, &s, nb, 1, &out);                                          \
         return out;                                                                               \
     }                                                                                             \
     static QD_T void QD_NAME(qdot4_##TYPE)(const void *w, const int8_t *const q[4],              \
                                            const float *const d[4], const float *const s[4],     \
                                            int64_t nb, float out[4])                             \
     {                                                                                             \
-        QD_NAME(rows)(KIND, w, q, d, s, nb, 4, out);                                              \
+        QD_NAME(ROWS)(KIND, w, q, d, s, nb, 4, out);                                              \
     }
 
-QD_ONE_AND_FOUR(q8_0, QD_Q8_0)
-QD_ONE_AND_FOUR(q4_0, QD_Q4_0)
-QD_ONE_AND_FOUR(q4_1, QD_Q4_1)
-QD_ONE_AND_FOUR(q5_0, QD_Q5_0)
+QD_ONE_AND_FOUR(q8_0, QD_Q8_0, rows)
+QD_ONE_AND_FOUR(q4_0, QD_Q4_0, rows)
+QD_ONE_AND_FOUR(q4_1, QD_Q4_1, rows)
+QD_ONE_AND_FOUR(q5_0, QD_Q5_0, rows)
 
 /* ---- K-quants: Q4_K and Q6_K ------------------------------------------------
  * A super-block of 256 is 8 runs of 32, and run i meets activation block
@@ -352,23 +353,7 @@ QD_NAME(krows)(const int type, const void *w, const int8_t *const *q, const floa
     }
 }
 
-#define QD_K_ONE_AND_FOUR(TYPE, KIND)                                                             \
-    static QD_T float QD_NAME(qdot_##TYPE)(const void *w, const int8_t *q, const float *d,       \
-                                          const float *s, int64_t nb)                            \
-    {                                                                                             \
-        float out;                                                                                \
-        QD_NAME(krows)(KIND, w, &q, &d, &s, nb, 1, &out);                                         \
-        return out;                                                                               \
-    }                                                                                             \
-    static QD_T void QD_NAME(qdot4_##TYPE)(const void *w, const int8_t *const q[4],              \
-                                           const float *const d[4], const float *const s[4],     \
-                                           int64_t nb, float out[4])                             \
-    {                                                                                             \
-        QD_NAME(krows)(KIND, w, q, d, s, nb, 4, out);                                             \
-    }
+QD_ONE_AND_FOUR(q4_K, QD_Q4_K, krows)
+QD_ONE_AND_FOUR(q6_K, QD_Q6_K, krows)
 
-QD_K_ONE_AND_FOUR(q4_K, QD_Q4_K)
-QD_K_ONE_AND_FOUR(q6_K, QD_Q6_K)
-
-#undef QD_K_ONE_AND_FOUR
 #undef QD_ONE_AND_FOUR
