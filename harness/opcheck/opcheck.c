@@ -42,6 +42,13 @@
  *                            blocks, which is the NMSE it causes; 5e-4 leaves
  *                            >10x margin while a real bug (wrong scale,
  *                            nibble order, block offset) gives >= 1e-2.
+ *                            The error is measured against the products'
+ *                            scale, sum over outputs and k of (w*x)^2, where
+ *                            that exceeds sum ref^2: the 8-bit rounding
+ *                            error of a dot is ~ sum w^2 dx^2 whatever its
+ *                            value, and one output that happens to cancel
+ *                            (k=32, one row) read ~5.5e-4 against its own
+ *                            small square with nothing wrong.
  *   TOPK              0      expert ids: exact (inputs have no ties).
  *   MOE_WEIGHTS,      1e-10  a softmax over the experts (float exp on some
  *   MOE_SUM                  devices) and a sum of k <= 8 products.
@@ -813,6 +820,29 @@ done:
 
 /* ---- judging ------------------------------------------------------------------- */
 
+/* A MUL_MAT case's sum over outputs of sum_k (w*x)^2 (the header: the
+ * scale its activations' rounding error has), from the weights as the
+ * reference sees them (dequantized). */
+static double products_scale(const oc_case *c, const void *w, const float *x)
+{
+    const int64_t k = c->src[0].ne0, n = c->src[0].ne1, m = c->src[1].ne1;
+    const size_t rb = gt_row_size(c->src[0].type, k);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    if (!row)
+        return 0.0;
+    double s = 0.0;
+    for (int64_t r = 0; r < n; r++) {
+        gt_dequantize_row(c->src[0].type, (const char *)w + (size_t)r * rb, row, k);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t e = 0; e < k; e++) {
+                const double p = (double)row[e] * x[i * k + e];
+                s += p * p;
+            }
+    }
+    free(row);
+    return s;
+}
+
 static int judge(const oc_case *c, gt_backend *target, gt_backend *ref, uint64_t seed,
                  char *line, size_t line_len, double sums[2], gt_err *err)
 {
@@ -864,6 +894,10 @@ static int judge(const oc_case *c, gt_backend *target, gt_backend *ref, uint64_t
         const double d = (double)a[i] - b[i];
         se += d * d;
         sb += (double)b[i] * b[i];
+    }
+    if (c->op == GT_OP_MUL_MAT && quantized(c->src[0].type)) {
+        const double sp = products_scale(c, in[0], in[1]);
+        sb = sp > sb ? sp : sb;
     }
     const double nmse = sb > 0 ? se / sb : se;
     sums[0] = se, sums[1] = sb;
