@@ -287,6 +287,7 @@ void gt_cpu_igemm(gt_cpu_ctx *c, const gt_tensor *t, atomic_int *counter, bool r
  * packing (before the graph runs, one thread: fails only out of memory),
  * the node kernel, and dropping a freed buffer's packs. */
 bool gt_cpu_packed_takes(const gt_cpu_ctx *c, const gt_tensor *t);
+bool gt_cpu_packed_ready(gt_cpu_ctx *c, const gt_tensor *w);
 int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, bool pageout, gt_err *err);
 /* The packed copy of weight w, or NULL; blocks [b0, b0+n) of a row from it
  * as the integer GEMM's repackers give them (u[b] = the 32 weights plus

@@ -134,6 +134,8 @@ static void pack(const gt_tensor *w, char *out)
         }
 }
 
+bool gt_cpu_packed_ready(gt_cpu_ctx *c, const gt_tensor *w) { return find(c, w) != NULL; }
+
 int gt_cpu_packed_prepare(gt_cpu_ctx *c, const gt_tensor *t, bool pageout, gt_err *err)
 {
     const gt_tensor *w = t->src[0];
